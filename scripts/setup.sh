@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of kiln from Debian's packages.
+# Idempotent: packages already present are skipped, so a second run takes ~1 s.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  cmake ninja-build ccache lld clang-19 libclang-rt-19-dev pkg-config python3
+  # compiler side: MLIR/LLVM 19
+  libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
+  # runtime/common libraries
+  libabsl-dev libpcre2-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  # SPIR-V / Vulkan (lavapipe for CI)
+  libshaderc-dev glslc glslang-dev glslang-tools spirv-tools spirv-headers
+  libvulkan-dev mesa-vulkan-drivers vulkan-tools
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${#missing[@]} package(s): ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all ${#PACKAGES[@]} packages present"
+fi
+
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: CUDA toolkit found at /usr/local/cuda ($(/usr/local/cuda/bin/nvcc --version | tail -n 2 | head -n 1))"
+else
+  echo "setup: no CUDA toolkit at /usr/local/cuda: CUDA parts will be skipped"
+fi

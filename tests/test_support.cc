@@ -1,0 +1,45 @@
+#include "tests/test_support.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+
+namespace kiln::testing {
+
+std::filesystem::path TestDataDir() {
+  if (const char* env = std::getenv("KILN_TESTDATA"); env != nullptr && *env != '\0') return env;
+  return KILN_DEFAULT_TESTDATA;
+}
+
+std::filesystem::path TestDataFile(const std::string& rel) {
+  std::filesystem::path p = TestDataDir() / rel;
+  return std::filesystem::exists(p) ? p : std::filesystem::path();
+}
+
+std::filesystem::path ModelCacheDir() {
+  if (const char* env = std::getenv("KILN_MODELS"); env != nullptr && *env != '\0') return env;
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home ? home : "/tmp") / ".cache/kiln/models";
+}
+
+std::string ReadFileOrDie(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ADD_FAILURE() << "cannot read " << path;
+    return {};
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::filesystem::path ScratchDir(const std::string& name) {
+  std::filesystem::path p = std::filesystem::path(KILN_BINARY_DIR) / "test-scratch" / name;
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p;
+}
+
+}  // namespace kiln::testing
