@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "absl/strings/match.h"
+#include <cctype>
 
 namespace kiln {
 namespace {
@@ -62,8 +62,18 @@ const GgmlTypeInfo& GetGgmlTypeInfo(GgmlType type) {
 std::string_view GgmlTypeName(GgmlType type) { return GetGgmlTypeInfo(type).name; }
 
 std::optional<GgmlType> ParseGgmlType(std::string_view name) {
+  auto same = [](std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(a[i])) !=
+          std::tolower(static_cast<unsigned char>(b[i]))) {
+        return false;
+      }
+    }
+    return true;
+  };
   for (const auto& t : kTypes) {
-    if (absl::EqualsIgnoreCase(t.name, name)) return t.type;
+    if (same(t.name, name)) return t.type;
   }
   return std::nullopt;
 }
