@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite from a fresh machine: installs dependencies, builds
+# everything, runs every test (unit, real-model, CLI, fuzzers for a bounded
+# time) under ctest.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+start=$(date +%s)
+"$root/scripts/setup.sh"
+"$root/scripts/build.sh"
+build=${KILN_BUILD_DIR:-$root/build}
+cd "$build"
+status=0
+ctest --output-on-failure -j "$(nproc)" "$@" || status=$?
+echo "test.sh: finished in $(( $(date +%s) - start )) s (exit $status)"
+exit $status

@@ -1,0 +1,141 @@
+#include <cstdio>
+#include <map>
+
+#include "absl/strings/str_format.h"
+#include "runtime/formats/gguf.h"
+#include "runtime/model/model_config.h"
+#include "runtime/tokenizer/vocab.h"
+#include "tools/kiln/args.h"
+#include "tools/kiln/commands.h"
+
+namespace kiln::cli {
+namespace {
+
+std::string HumanBytes(uint64_t n) {
+  if (n >= (1ull << 30)) return absl::StrFormat("%.2f GiB", n / 1073741824.0);
+  if (n >= (1ull << 20)) return absl::StrFormat("%.2f MiB", n / 1048576.0);
+  if (n >= (1ull << 10)) return absl::StrFormat("%.1f KiB", n / 1024.0);
+  return absl::StrFormat("%d B", n);
+}
+
+std::string ModelKindName(VocabModel m) {
+  switch (m) {
+    case VocabModel::kSentencePiece: return "SentencePiece";
+    case VocabModel::kBytePairEncoding: return "byte-level BPE";
+    case VocabModel::kWordPiece: return "WordPiece";
+  }
+  return "?";
+}
+
+void PrintArchitecture(const GgufFile& g) {
+  absl::StatusOr<ModelConfig> c = ModelConfigFromGguf(g);
+  if (!c.ok()) {
+    const std::string arch = g.GetStringOr("general.architecture", "(none)").value_or("(unreadable)");
+    std::printf("architecture: %s (%s)\n", arch.c_str(), std::string(c.status().message()).c_str());
+    return;
+  }
+  std::printf("architecture: %s%s\n", c->architecture.c_str(),
+              c->name.empty() ? "" : absl::StrFormat(" \"%s\"", c->name).c_str());
+  std::printf("  vocab %d, embedding %d, layers %d, heads %d (kv heads %d, group %d), head dim %d, ffn %d, "
+              "context %d\n",
+              c->n_vocab, c->n_embd, c->n_layer, c->n_head, c->n_head_kv, c->gqa_group(), c->head_dim, c->n_ff,
+              c->n_ctx_train);
+  std::printf("  rope: dims %d, theta %g, scaling %s", c->rope_dim, c->rope_theta, c->rope_scaling.type.c_str());
+  if (c->rope_scaling.type != "none") std::printf(" x%g", c->rope_scaling.factor);
+  std::printf("; rms norm eps %g; tied embeddings %s; qkv bias %s\n", c->norm_eps,
+              c->tied_embeddings ? "yes" : "no", c->qkv_bias ? "yes" : "no");
+}
+
+void PrintTokenizer(const GgufFile& g) {
+  if (!g.Find("tokenizer.ggml.model")) {
+    std::printf("tokenizer: none in this file\n");
+    return;
+  }
+  absl::StatusOr<VocabSpec> v = ReadVocabSpec(g);
+  if (!v.ok()) {
+    std::printf("tokenizer: unusable: %s\n", std::string(v.status().message()).c_str());
+    return;
+  }
+  auto token = [&](int32_t id) {
+    if (id < 0 || id >= static_cast<int32_t>(v->tokens.size())) return std::string("none");
+    return absl::StrFormat("%d '%s'", id, v->tokens[id]);
+  };
+  std::string chat = "none";
+  if (!v->chat_template.empty()) {
+    if (v->chat_template.find("<|im_start|>") != std::string::npos) chat = "ChatML";
+    else if (v->chat_template.find("<|start_header_id|>") != std::string::npos) chat = "Llama 3";
+    else chat = "present (unrecognised)";
+  }
+  std::printf("tokenizer: %s (%s), pre-tokenizer '%s', %zu tokens, %zu merges\n", v->model_name.c_str(),
+              ModelKindName(v->model).c_str(), v->pre_tokenizer.c_str(), v->tokens.size(), v->merges.size());
+  std::printf("  bos %s, eos %s, unk %s; add bos %s, add eos %s; chat template %s\n", token(v->bos_id).c_str(),
+              token(v->eos_id).c_str(), token(v->unk_id).c_str(), v->add_bos ? "yes" : "no",
+              v->add_eos ? "yes" : "no", chat.c_str());
+}
+
+void PrintTensorSummary(const GgufFile& g) {
+  struct Group {
+    size_t count = 0;
+    uint64_t elements = 0, bytes = 0;
+  };
+  std::map<std::string, Group> by_type;
+  Group total;
+  for (const GgufTensor& t : g.tensors()) {
+    Group& grp = by_type[std::string(GgmlTypeName(t.type))];
+    for (Group* x : {&grp, &total}) {
+      x->count++;
+      x->elements += t.nelements;
+      x->bytes += t.nbytes;
+    }
+  }
+  std::printf("tensors: %zu, %llu parameters, %s\n", total.count, static_cast<unsigned long long>(total.elements),
+              HumanBytes(total.bytes).c_str());
+  std::printf("  %-8s %7s %15s %16s\n", "type", "count", "parameters", "bytes");
+  for (const auto& [name, grp] : by_type) {
+    std::printf("  %-8s %7zu %15llu %16llu  (%s)\n", name.c_str(), grp.count,
+                static_cast<unsigned long long>(grp.elements), static_cast<unsigned long long>(grp.bytes),
+                HumanBytes(grp.bytes).c_str());
+  }
+}
+
+}  // namespace
+
+int RunInspect(int argc, char** argv) {
+  ArgParser args("inspect", "Prints a model file's format, architecture and hyperparameters, tokenizer, and its\n"
+                            "tensors grouped by storage type with their total bytes.");
+  args.Positional("MODEL", "a GGUF file")
+      .Flag("metadata", "also print every metadata key")
+      .Flag("tensors", "also list every tensor");
+  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("inspect", std::string(s.message()));
+  if (args.help_requested()) {
+    std::printf("%s", args.Help().c_str());
+    return 0;
+  }
+  const std::string path = args.Get("MODEL");
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
+  if (!file.ok()) return Fail("inspect", std::string(file.status().message()));
+  const GgufFile& g = **file;
+  std::printf("file: %s (%s, GGUF v%u, alignment %llu, %zu metadata keys)\n", path.c_str(),
+              HumanBytes(g.file_size()).c_str(), g.version(), static_cast<unsigned long long>(g.alignment()),
+              g.metadata().size());
+  PrintArchitecture(g);
+  PrintTokenizer(g);
+  PrintTensorSummary(g);
+  if (args.GetFlag("metadata")) {
+    std::printf("metadata:\n");
+    for (const auto& [key, value] : g.metadata()) std::printf("  %-44s %s\n", key.c_str(), value.ToString().c_str());
+  }
+  if (args.GetFlag("tensors")) {
+    std::printf("tensor list:\n");
+    for (const GgufTensor& t : g.tensors()) {
+      std::string dims;
+      for (int64_t d : t.dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      std::printf("  %-36s %-6s [%s] %llu bytes @ %llu\n", t.name.c_str(), std::string(GgmlTypeName(t.type)).c_str(),
+                  dims.c_str(), static_cast<unsigned long long>(t.nbytes),
+                  static_cast<unsigned long long>(g.data_offset() + t.offset));
+    }
+  }
+  return 0;
+}
+
+}  // namespace kiln::cli

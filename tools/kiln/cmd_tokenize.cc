@@ -1,0 +1,2 @@
+// placeholder: waits for the tokenizer API
+namespace kiln::cli { int RunTokenize(int, char**) { return 3; } }

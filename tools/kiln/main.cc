@@ -1,0 +1,48 @@
+// kiln: one binary, one subcommand per job.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "tools/kiln/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(int, char**);
+};
+
+constexpr Command kCommands[] = {
+    {"compile", "compile a model into a deployable artifact (not built yet)", kiln::cli::RunUnbuilt},
+    {"run", "generate text with a compiled model (not built yet)", kiln::cli::RunUnbuilt},
+    {"serve", "serve a compiled model over an OpenAI-compatible HTTP API (not built yet)", kiln::cli::RunUnbuilt},
+    {"bench", "measure prefill and decode speed (not built yet)", kiln::cli::RunUnbuilt},
+    {"inspect", "print a model file's architecture, tokenizer and tensors", kiln::cli::RunInspect},
+    {"tokenize", "print the token ids of a text", kiln::cli::RunTokenize},
+    {"synth", "write a Llama-family GGUF with random weights", kiln::cli::RunSynth},
+};
+
+void PrintUsage(std::FILE* out) {
+  std::fprintf(out, "usage: kiln COMMAND [args]   (kiln COMMAND --help for details)\n\ncommands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    PrintUsage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::printf("kiln %s\n", KILN_VERSION);
+    return 0;
+  }
+  for (const Command& c : kCommands) {
+    if (std::string(argv[1]) == c.name) return c.run(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "kiln: unknown command '%s'\n\n", argv[1]);
+  PrintUsage(stderr);
+  return 2;
+}
