@@ -14,8 +14,8 @@ models=${KILN_MODELS:-$HOME/.cache/kiln/models}
 if [ -f "$testdata/models/stories260K.gguf" ]; then
   model=$testdata/models/stories260K.gguf
   echo "default model: stories260K (trained TinyStories model, from $testdata)"
-elif [ -f "$models/SmolLM2-135M-Instruct-Q4_1.gguf" ]; then
-  model=$models/SmolLM2-135M-Instruct-Q4_1.gguf
+elif [ -f "$models/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
+  model=$models/SmolLM2-135M-Instruct.Q4_1.gguf
   echo "default model: SmolLM2-135M-Instruct (from $models)"
 else
   model=${TMPDIR:-/tmp}/kiln-tiny-synth.gguf

@@ -26,3 +26,16 @@ std::filesystem::path ScratchDir(const std::string& name);
     GTEST_SKIP() << "test data " << (rel) << " not found under "                   \
                  << ::kiln::testing::TestDataDir() << " (set KILN_TESTDATA)";        \
   }
+
+namespace kiln::testing {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+// Runs the built `kiln` binary with `args` (a shell-quoted string).
+CommandResult RunKiln(const std::string& args);
+// Shell-quotes one argument.
+std::string Quote(const std::string& s);
+
+}  // namespace kiln::testing

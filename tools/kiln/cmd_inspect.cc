@@ -4,7 +4,8 @@
 #include "absl/strings/str_format.h"
 #include "runtime/formats/gguf.h"
 #include "runtime/model/model_config.h"
-#include "runtime/tokenizer/vocab.h"
+#include "runtime/tokenizer/chat_template.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
 
@@ -16,15 +17,6 @@ std::string HumanBytes(uint64_t n) {
   if (n >= (1ull << 20)) return absl::StrFormat("%.2f MiB", n / 1048576.0);
   if (n >= (1ull << 10)) return absl::StrFormat("%.1f KiB", n / 1024.0);
   return absl::StrFormat("%d B", n);
-}
-
-std::string ModelKindName(VocabModel m) {
-  switch (m) {
-    case VocabModel::kSentencePiece: return "SentencePiece";
-    case VocabModel::kBytePairEncoding: return "byte-level BPE";
-    case VocabModel::kWordPiece: return "WordPiece";
-  }
-  return "?";
 }
 
 void PrintArchitecture(const GgufFile& g) {
@@ -51,26 +43,26 @@ void PrintTokenizer(const GgufFile& g) {
     std::printf("tokenizer: none in this file\n");
     return;
   }
-  absl::StatusOr<VocabSpec> v = ReadVocabSpec(g);
-  if (!v.ok()) {
-    std::printf("tokenizer: unusable: %s\n", std::string(v.status().message()).c_str());
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromGguf(g);
+  if (!tok.ok()) {
+    std::printf("tokenizer: unusable: %s\n", std::string(tok.status().message()).c_str());
     return;
   }
+  const Tokenizer& t = **tok;
   auto token = [&](int32_t id) {
-    if (id < 0 || id >= static_cast<int32_t>(v->tokens.size())) return std::string("none");
-    return absl::StrFormat("%d '%s'", id, v->tokens[id]);
+    if (id < 0 || id >= t.vocab_size()) return std::string("none");
+    return absl::StrFormat("%d '%s'", id, t.token_text(id));
   };
   std::string chat = "none";
-  if (!v->chat_template.empty()) {
-    if (v->chat_template.find("<|im_start|>") != std::string::npos) chat = "ChatML";
-    else if (v->chat_template.find("<|start_header_id|>") != std::string::npos) chat = "Llama 3";
-    else chat = "present (unrecognised)";
+  if (!t.chat_template().empty()) {
+    absl::StatusOr<ChatTemplate> tmpl = SelectChatTemplate(t.chat_template());
+    chat = tmpl.ok() ? std::string(ChatTemplateName(*tmpl)) : "present, not recognised";
   }
-  std::printf("tokenizer: %s (%s), pre-tokenizer '%s', %zu tokens, %zu merges\n", v->model_name.c_str(),
-              ModelKindName(v->model).c_str(), v->pre_tokenizer.c_str(), v->tokens.size(), v->merges.size());
-  std::printf("  bos %s, eos %s, unk %s; add bos %s, add eos %s; chat template %s\n", token(v->bos_id).c_str(),
-              token(v->eos_id).c_str(), token(v->unk_id).c_str(), v->add_bos ? "yes" : "no",
-              v->add_eos ? "yes" : "no", chat.c_str());
+  std::printf("tokenizer: %s, %d tokens, %zu merges\n", std::string(t.kind()).c_str(), t.vocab_size(),
+              t.spec().merges.size());
+  std::printf("  bos %s, eos %s, unk %s; adds bos %s, eos %s; chat template %s\n", token(t.bos_id()).c_str(),
+              token(t.eos_id()).c_str(), token(t.unk_id()).c_str(), t.add_bos() ? "yes" : "no",
+              t.add_eos() ? "yes" : "no", chat.c_str());
 }
 
 void PrintTensorSummary(const GgufFile& g) {
