@@ -24,8 +24,6 @@ class BytePairModel : public TokenizerModel {
   void Encode(std::string_view text, bool after_special, std::vector<int32_t>& out) const override;
   std::string NormalTokenBytes(std::string_view token_text) const override;
 
-  const PreTokenizerSpec& pre_tokenizer() const { return pre_; }
-
  private:
   BytePairModel(const Vocab& vocab, const PreTokenizerSpec& pre, std::unique_ptr<RegexSplitter> splitter);
   // Merges the characters of one byte-level encoded piece and appends the ids.

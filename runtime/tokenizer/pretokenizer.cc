@@ -72,6 +72,40 @@ const std::vector<PreTokenizerSpec>& PreTokenizerTable() {
 constexpr std::string_view kAsciiWordBoundary =
     "(?:(?<=[A-Za-z0-9_])(?![A-Za-z0-9_])|(?<![A-Za-z0-9_])(?=[A-Za-z0-9_]))";
 
+// Appends the matches of `code` in `piece` and the runs between them.
+void SplitPiece(const pcre2_code* code, pcre2_match_data* match, std::string_view piece,
+                std::vector<std::string_view>& out) {
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
+  const size_t len = piece.size();
+  size_t start = 0;
+  size_t last_end = 0;
+  uint32_t retry_options = 0;  // set after an empty match, as std::regex_iterator does
+  while (start <= len) {
+    const uint32_t options = retry_options | PCRE2_NO_UTF_CHECK;
+    int rc = pcre2_match(code, subject, len, start, options, match, nullptr);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+      rc = pcre2_match(code, subject, len, start, options | PCRE2_NO_JIT, match, nullptr);
+    }
+    if (rc < 0) {
+      // No match (or a resource limit, which ends the splitting of this piece
+      // the same way). After an empty match, move one character on and retry.
+      if (retry_options == 0 || start == len) break;
+      retry_options = 0;
+      start += std::min(Utf8SequenceLength(static_cast<uint8_t>(piece[start])), len - start);
+      continue;
+    }
+    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match);
+    const size_t match_start = ovector[0];
+    const size_t match_end = ovector[1];
+    if (match_start > last_end) out.push_back(piece.substr(last_end, match_start - last_end));
+    if (match_end > match_start) out.push_back(piece.substr(match_start, match_end - match_start));
+    last_end = match_end;
+    start = match_end;
+    retry_options = match_end == match_start ? (PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED) : 0;
+  }
+  if (last_end < len) out.push_back(piece.substr(last_end));
+}
+
 }  // namespace
 
 const PreTokenizerSpec* FindPreTokenizer(std::string_view name) {
@@ -185,48 +219,15 @@ absl::StatusOr<std::unique_ptr<RegexSplitter>> RegexSplitter::Create(
   return splitter;
 }
 
-void RegexSplitter::SplitOne(const Compiled& regex, std::string_view piece,
-                             std::vector<std::string_view>& out) const {
-  pcre2_match_data* match = pcre2_match_data_create_from_pattern(regex.code, nullptr);
-  const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
-  const size_t len = piece.size();
-  size_t start = 0;
-  size_t last_end = 0;
-  uint32_t retry_options = 0;  // set after an empty match, as std::regex_iterator does
-  while (start <= len) {
-    const uint32_t options = retry_options | PCRE2_NO_UTF_CHECK;
-    int rc = pcre2_match(regex.code, subject, len, start, options, match, nullptr);
-    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
-      rc = pcre2_match(regex.code, subject, len, start, options | PCRE2_NO_JIT, match, nullptr);
-    }
-    if (rc < 0) {
-      // No match (or a resource limit, which ends the splitting of this piece
-      // the same way). After an empty match, move one character on and retry.
-      if (retry_options == 0 || start == len) break;
-      retry_options = 0;
-      start += std::min(Utf8SequenceLength(static_cast<uint8_t>(piece[start])), len - start);
-      continue;
-    }
-    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match);
-    const size_t match_start = ovector[0];
-    const size_t match_end = ovector[1];
-    if (match_start > last_end) out.push_back(piece.substr(last_end, match_start - last_end));
-    if (match_end > match_start) out.push_back(piece.substr(match_start, match_end - match_start));
-    last_end = match_end;
-    start = match_end;
-    retry_options = match_end == match_start ? (PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED) : 0;
-  }
-  if (last_end < len) out.push_back(piece.substr(last_end));
-  pcre2_match_data_free(match);
-}
-
 std::vector<std::string_view> RegexSplitter::Split(std::string_view text) const {
   std::vector<std::string_view> pieces;
   if (!text.empty()) pieces.push_back(text);
   std::vector<std::string_view> next;
   for (const auto& regex : regexes_) {
     next.clear();
-    for (std::string_view piece : pieces) SplitOne(*regex, piece, next);
+    pcre2_match_data* match = pcre2_match_data_create_from_pattern(regex->code, nullptr);
+    for (std::string_view piece : pieces) SplitPiece(regex->code, match, piece, next);
+    pcre2_match_data_free(match);
     pieces.swap(next);
   }
   return pieces;

@@ -49,7 +49,6 @@ class RegexSplitter {
  private:
   struct Compiled;
   RegexSplitter() = default;
-  void SplitOne(const Compiled& regex, std::string_view piece, std::vector<std::string_view>& out) const;
 
   std::vector<std::unique_ptr<Compiled>> regexes_;
 };

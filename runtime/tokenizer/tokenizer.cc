@@ -40,6 +40,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromSpec(VocabSpec spec) {
                                                    spec.scores.size(), " scores and ", spec.types.size(),
                                                    " token types"));
   }
+  const auto in_vocab = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < spec.tokens.size(); };
+  if ((spec.add_bos && !in_vocab(spec.bos_id)) || (spec.add_eos && !in_vocab(spec.eos_id)) ||
+      (spec.add_sep && !in_vocab(spec.sep_id))) {
+    return absl::InvalidArgumentError("tokenizer: add_bos/add_eos/add_sep is set but its token id is not in the vocabulary");
+  }
   for (size_t id = 0; id < spec.tokens.size(); ++id) {
     for (std::string_view text : kEndOfGenerationTexts) {
       if (spec.tokens[id] == text) spec.types[id] = TokenType::kControl;

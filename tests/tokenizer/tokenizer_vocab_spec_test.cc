@@ -221,5 +221,17 @@ TEST(VocabSpec, FromSpecChecksLengths) {
   EXPECT_THAT(tok.status().message(), HasSubstr("2 tokens but 1 scores"));
 }
 
+TEST(VocabSpec, FromSpecChecksSpecialIds) {
+  VocabSpec spec;
+  spec.tokens = {"a", "b"};
+  spec.scores = {0.0f, 0.0f};
+  spec.types = {TokenType::kNormal, TokenType::kNormal};
+  spec.add_bos = true;
+  spec.bos_id = 7;
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromSpec(spec);
+  EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(tok.status().message(), HasSubstr("add_bos"));
+}
+
 }  // namespace
 }  // namespace kiln
