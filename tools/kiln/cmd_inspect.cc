@@ -23,29 +23,29 @@ void PrintArchitecture(const GgufFile& g) {
   absl::StatusOr<ModelConfig> c = ModelConfigFromGguf(g);
   if (!c.ok()) {
     const std::string arch = g.GetStringOr("general.architecture", "(none)").value_or("(unreadable)");
-    std::printf("architecture: %s (%s)\n", arch.c_str(), std::string(c.status().message()).c_str());
+    absl::PrintF("architecture: %s (%s)\n", arch.c_str(), std::string(c.status().message()).c_str());
     return;
   }
-  std::printf("architecture: %s%s\n", c->architecture.c_str(),
+  absl::PrintF("architecture: %s%s\n", c->architecture.c_str(),
               c->name.empty() ? "" : absl::StrFormat(" \"%s\"", c->name).c_str());
-  std::printf("  vocab %d, embedding %d, layers %d, heads %d (kv heads %d, group %d), head dim %d, ffn %d, "
+  absl::PrintF("  vocab %d, embedding %d, layers %d, heads %d (kv heads %d, group %d), head dim %d, ffn %d, "
               "context %d\n",
               c->n_vocab, c->n_embd, c->n_layer, c->n_head, c->n_head_kv, c->gqa_group(), c->head_dim, c->n_ff,
               c->n_ctx_train);
-  std::printf("  rope: dims %d, theta %g, scaling %s", c->rope_dim, c->rope_theta, c->rope_scaling.type.c_str());
-  if (c->rope_scaling.type != "none") std::printf(" x%g", c->rope_scaling.factor);
-  std::printf("; rms norm eps %g; tied embeddings %s; qkv bias %s\n", c->norm_eps,
+  absl::PrintF("  rope: dims %d, theta %g, scaling %s", c->rope_dim, c->rope_theta, c->rope_scaling.type.c_str());
+  if (c->rope_scaling.type != "none") absl::PrintF(" x%g", c->rope_scaling.factor);
+  absl::PrintF("; rms norm eps %g; tied embeddings %s; qkv bias %s\n", c->norm_eps,
               c->tied_embeddings ? "yes" : "no", c->qkv_bias ? "yes" : "no");
 }
 
 void PrintTokenizer(const GgufFile& g) {
   if (!g.Find("tokenizer.ggml.model")) {
-    std::printf("tokenizer: none in this file\n");
+    absl::PrintF("tokenizer: none in this file\n");
     return;
   }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromGguf(g);
   if (!tok.ok()) {
-    std::printf("tokenizer: unusable: %s\n", std::string(tok.status().message()).c_str());
+    absl::PrintF("tokenizer: unusable: %s\n", std::string(tok.status().message()).c_str());
     return;
   }
   const Tokenizer& t = **tok;
@@ -58,9 +58,9 @@ void PrintTokenizer(const GgufFile& g) {
     absl::StatusOr<ChatTemplate> tmpl = SelectChatTemplate(t.chat_template());
     chat = tmpl.ok() ? std::string(ChatTemplateName(*tmpl)) : "present, not recognised";
   }
-  std::printf("tokenizer: %s, %d tokens, %zu merges\n", std::string(t.kind()).c_str(), t.vocab_size(),
+  absl::PrintF("tokenizer: %s, %d tokens, %zu merges\n", std::string(t.kind()).c_str(), t.vocab_size(),
               t.spec().merges.size());
-  std::printf("  bos %s, eos %s, unk %s; adds bos %s, eos %s; chat template %s\n", token(t.bos_id()).c_str(),
+  absl::PrintF("  bos %s, eos %s, unk %s; adds bos %s, eos %s; chat template %s\n", token(t.bos_id()).c_str(),
               token(t.eos_id()).c_str(), token(t.unk_id()).c_str(), t.add_bos() ? "yes" : "no",
               t.add_eos() ? "yes" : "no", chat.c_str());
 }
@@ -80,11 +80,11 @@ void PrintTensorSummary(const GgufFile& g) {
       x->bytes += t.nbytes;
     }
   }
-  std::printf("tensors: %zu, %llu parameters, %s\n", total.count, static_cast<unsigned long long>(total.elements),
+  absl::PrintF("tensors: %zu, %llu parameters, %s\n", total.count, static_cast<unsigned long long>(total.elements),
               HumanBytes(total.bytes).c_str());
-  std::printf("  %-8s %7s %15s %16s\n", "type", "count", "parameters", "bytes");
+  absl::PrintF("  %-8s %7s %15s %16s\n", "type", "count", "parameters", "bytes");
   for (const auto& [name, grp] : by_type) {
-    std::printf("  %-8s %7zu %15llu %16llu  (%s)\n", name.c_str(), grp.count,
+    absl::PrintF("  %-8s %7zu %15llu %16llu  (%s)\n", name.c_str(), grp.count,
                 static_cast<unsigned long long>(grp.elements), static_cast<unsigned long long>(grp.bytes),
                 HumanBytes(grp.bytes).c_str());
   }
@@ -100,29 +100,29 @@ int RunInspect(int argc, char** argv) {
       .Flag("tensors", "also list every tensor");
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("inspect", std::string(s.message()));
   if (args.help_requested()) {
-    std::printf("%s", args.Help().c_str());
+    absl::PrintF("%s", args.Help().c_str());
     return 0;
   }
   const std::string path = args.Get("MODEL");
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
   if (!file.ok()) return Fail("inspect", std::string(file.status().message()));
   const GgufFile& g = **file;
-  std::printf("file: %s (%s, GGUF v%u, alignment %llu, %zu metadata keys)\n", path.c_str(),
+  absl::PrintF("file: %s (%s, GGUF v%u, alignment %llu, %zu metadata keys)\n", path.c_str(),
               HumanBytes(g.file_size()).c_str(), g.version(), static_cast<unsigned long long>(g.alignment()),
               g.metadata().size());
   PrintArchitecture(g);
   PrintTokenizer(g);
   PrintTensorSummary(g);
   if (args.GetFlag("metadata")) {
-    std::printf("metadata:\n");
-    for (const auto& [key, value] : g.metadata()) std::printf("  %-44s %s\n", key.c_str(), value.ToString().c_str());
+    absl::PrintF("metadata:\n");
+    for (const auto& [key, value] : g.metadata()) absl::PrintF("  %-44s %s\n", key.c_str(), value.ToString().c_str());
   }
   if (args.GetFlag("tensors")) {
-    std::printf("tensor list:\n");
+    absl::PrintF("tensor list:\n");
     for (const GgufTensor& t : g.tensors()) {
       std::string dims;
       for (int64_t d : t.dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-      std::printf("  %-36s %-6s [%s] %llu bytes @ %llu\n", t.name.c_str(), std::string(GgmlTypeName(t.type)).c_str(),
+      absl::PrintF("  %-36s %-6s [%s] %llu bytes @ %llu\n", t.name.c_str(), std::string(GgmlTypeName(t.type)).c_str(),
                   dims.c_str(), static_cast<unsigned long long>(t.nbytes),
                   static_cast<unsigned long long>(g.data_offset() + t.offset));
     }

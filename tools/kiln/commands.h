@@ -7,6 +7,8 @@ namespace kiln::cli {
 int RunInspect(int argc, char** argv);
 int RunTokenize(int argc, char** argv);
 int RunSynth(int argc, char** argv);
+// compiler/CompileCommand.cpp; only in a kiln built with the compiler.
+int RunCompile(int argc, char** argv);
 // compile, run, serve, bench: present in the CLI, not built yet.
 int RunUnbuilt(int argc, char** argv);
 

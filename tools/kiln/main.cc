@@ -14,7 +14,11 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-    {"compile", "compile a model into a deployable artifact (not built yet)", kiln::cli::RunUnbuilt},
+#ifdef KILN_HAVE_COMPILER
+    {"compile", "compile a model: import, passes, IR dumps (artifact writer not built yet)", kiln::cli::RunCompile},
+#else
+    {"compile", "compile a model (this kiln was built without the compiler)", kiln::cli::RunUnbuilt},
+#endif
     {"run", "generate text with a compiled model (not built yet)", kiln::cli::RunUnbuilt},
     {"serve", "serve a compiled model over an OpenAI-compatible HTTP API (not built yet)", kiln::cli::RunUnbuilt},
     {"bench", "measure prefill and decode speed (not built yet)", kiln::cli::RunUnbuilt},
