@@ -20,7 +20,7 @@ namespace {
 // random rows: an 8B model then synthesises in seconds instead of spending
 // minutes in the reference quantiser, while every byte keeps a realistic
 // scale and distribution.
-constexpr int64_t kRowPool = 1024;
+constexpr int64_t kRowPool = 128;
 constexpr float kWeightStd = 0.02f;  // the usual init scale of Llama-family weights
 
 uint64_t SplitMix(uint64_t& state) {
