@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
+#include "runtime/util/json.h"
 
 namespace kiln::testing {
 
@@ -69,6 +70,52 @@ CommandResult RunKiln(const std::string& args) {
   const int status = ::pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+
+std::string SafetensorsBytes(const std::vector<SafetensorsEntry>& tensors,
+                             const std::vector<std::pair<std::string, std::string>>& metadata) {
+  JsonValue header = JsonValue::MakeObject();
+  if (!metadata.empty()) {
+    JsonValue meta = JsonValue::MakeObject();
+    for (const auto& [key, value] : metadata) meta.Insert(key, JsonValue::String(value));
+    header.Insert("__metadata__", std::move(meta));
+  }
+  std::string data;
+  for (const SafetensorsEntry& tensor : tensors) {
+    JsonValue entry = JsonValue::MakeObject();
+    entry.Insert("dtype", JsonValue::String(tensor.dtype));
+    JsonValue shape = JsonValue::MakeArray();
+    for (int64_t dim : tensor.shape) shape.array().push_back(JsonValue::Int(dim));
+    entry.Insert("shape", std::move(shape));
+    entry.Insert("data_offsets",
+                 JsonValue::MakeArray({JsonValue::Int(static_cast<int64_t>(data.size())),
+                                       JsonValue::Int(static_cast<int64_t>(data.size() + tensor.data.size()))}));
+    header.Insert(tensor.name, std::move(entry));
+    data += tensor.data;
+  }
+  std::string header_text = ToJson(header);
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');
+  std::string file(8, '\0');
+  const uint64_t length = header_text.size();
+  for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((length >> (8 * i)) & 0xFF);
+  file += header_text;
+  file += data;
+  return file;
+}
+
+std::string F32Bytes(const std::vector<float>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+}
+
+void WriteBinaryFile(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) ADD_FAILURE() << "cannot write " << path;
 }
 
 }  // namespace kiln::testing

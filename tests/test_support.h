@@ -1,8 +1,10 @@
 // Locating shared test data and skipping cleanly where it is absent.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::testing {
@@ -37,5 +39,29 @@ struct CommandResult {
 CommandResult RunKiln(const std::string& args);
 // Shell-quotes one argument.
 std::string Quote(const std::string& s);
+
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+
+// ---- Writing model files ----
+
+// One tensor of a safetensors file: `data` holds its raw little-endian bytes.
+struct SafetensorsEntry {
+  std::string name;
+  std::string dtype;  // "F32", "BF16", "I64", ...
+  std::vector<int64_t> shape;
+  std::string data;
+};
+
+// A well-formed safetensors file the way the reference writer lays it out:
+// tensors back to back in order, header (with `metadata` as __metadata__ when
+// non-empty) padded with spaces to a multiple of 8.
+std::string SafetensorsBytes(const std::vector<SafetensorsEntry>& tensors,
+                             const std::vector<std::pair<std::string, std::string>>& metadata = {});
+// The raw bytes of `values` (native, i.e. little-endian, F32).
+std::string F32Bytes(const std::vector<float>& values);
+// Writes `bytes` to `path`, replacing it; ADD_FAILURE on error.
+void WriteBinaryFile(const std::filesystem::path& path, const std::string& bytes);
 
 }  // namespace kiln::testing

@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -407,30 +406,12 @@ int64_t NumElements(const std::vector<int64_t>& shape) {
 
 // A safetensors file of F32 tensors; `first_ordinal` numbers them for ValuesOf.
 std::string WriteSafetensors(const std::vector<Tensor>& tensors, size_t first_ordinal) {
-  JsonValue header = JsonValue::MakeObject();
-  std::string data;
+  std::vector<testing::SafetensorsEntry> entries;
   for (size_t k = 0; k < tensors.size(); ++k) {
-    const std::vector<float> values = ValuesOf(first_ordinal + k, NumElements(tensors[k].shape));
-    JsonValue shape = JsonValue::MakeArray();
-    for (int64_t d : tensors[k].shape) shape.array().push_back(JsonValue::Int(d));
-    JsonValue entry = JsonValue::MakeObject();
-    entry.Insert("dtype", JsonValue::String("F32"));
-    entry.Insert("shape", std::move(shape));
-    const auto begin = static_cast<int64_t>(data.size());
-    data.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
-    entry.Insert("data_offsets", JsonValue::MakeArray({JsonValue::Int(begin), JsonValue::Int(static_cast<int64_t>(data.size()))}));
-    header.Insert(tensors[k].name, std::move(entry));
+    entries.push_back({tensors[k].name, "F32", tensors[k].shape,
+                       testing::F32Bytes(ValuesOf(first_ordinal + k, NumElements(tensors[k].shape)))});
   }
-  const std::string header_text = ToJson(header);
-  std::string file(8, '\0');
-  for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((header_text.size() >> (8 * i)) & 0xFF);
-  return file + header_text + data;
-}
-
-void WriteFile(const std::filesystem::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(out.good()) << path;
+  return testing::SafetensorsBytes(entries);
 }
 
 std::vector<float> FloatsOf(const SafetensorsTensor& tensor) {
@@ -441,8 +422,8 @@ std::vector<float> FloatsOf(const SafetensorsTensor& tensor) {
 
 std::filesystem::path WriteModel(const std::string& name, const std::string& config, const std::vector<Tensor>& tensors) {
   const std::filesystem::path dir = testing::ScratchDir(name);
-  WriteFile(dir / "config.json", config);
-  WriteFile(dir / "model.safetensors", WriteSafetensors(tensors, 0));
+  testing::WriteBinaryFile(dir / "config.json", config);
+  testing::WriteBinaryFile(dir / "model.safetensors", WriteSafetensors(tensors, 0));
   return dir;
 }
 
@@ -488,12 +469,12 @@ TEST(HfModel, OpensATinyLlama) {
 TEST(HfModel, OpensATiedQwen2SplitIntoShards) {
   const std::vector<Tensor> layout = TinyLayout(2, true, false, false);
   const std::filesystem::path dir = testing::ScratchDir("hf_tiny_qwen2");
-  WriteFile(dir / "config.json", TinyConfig("Qwen2ForCausalLM", true));
+  testing::WriteBinaryFile(dir / "config.json", TinyConfig("Qwen2ForCausalLM", true));
   const size_t split = layout.size() / 2;
   const std::vector<Tensor> first(layout.begin(), layout.begin() + static_cast<ptrdiff_t>(split));
   const std::vector<Tensor> second(layout.begin() + static_cast<ptrdiff_t>(split), layout.end());
-  WriteFile(dir / "model-00001-of-00002.safetensors", WriteSafetensors(first, 0));
-  WriteFile(dir / "model-00002-of-00002.safetensors", WriteSafetensors(second, split));
+  testing::WriteBinaryFile(dir / "model-00001-of-00002.safetensors", WriteSafetensors(first, 0));
+  testing::WriteBinaryFile(dir / "model-00002-of-00002.safetensors", WriteSafetensors(second, split));
   JsonValue weight_map = JsonValue::MakeObject();
   for (size_t k = 0; k < layout.size(); ++k) {
     weight_map.Insert(layout[k].name, JsonValue::String(k < split ? "model-00001-of-00002.safetensors"
@@ -501,7 +482,7 @@ TEST(HfModel, OpensATiedQwen2SplitIntoShards) {
   }
   JsonValue index = JsonValue::MakeObject();
   index.Insert("weight_map", std::move(weight_map));
-  WriteFile(dir / "model.safetensors.index.json", ToJson(index, /*pretty=*/true));
+  testing::WriteBinaryFile(dir / "model.safetensors.index.json", ToJson(index, /*pretty=*/true));
 
   absl::StatusOr<HfModel> model = OpenHfModel(dir.string());
   ASSERT_TRUE(model.ok()) << model.status();
@@ -578,7 +559,7 @@ TEST(HfModel, MissingFiles) {
   EXPECT_THAT(model.status().message(), HasSubstr("config.json: cannot open"));
 
   const std::filesystem::path no_weights = testing::ScratchDir("hf_no_weights");
-  WriteFile(no_weights / "config.json", TinyConfig("LlamaForCausalLM", false));
+  testing::WriteBinaryFile(no_weights / "config.json", TinyConfig("LlamaForCausalLM", false));
   EXPECT_EQ(OpenError(no_weights),
             no_weights.string() + ": no model.safetensors or model.safetensors.index.json in this folder");
 

@@ -2,27 +2,18 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/util/json.h"
 #include "tests/test_support.h"
 
 namespace kiln {
 namespace {
 
 using ::testing::HasSubstr;
-
-struct TensorSpec {
-  std::string name;
-  std::string dtype;
-  std::vector<int64_t> shape;
-  std::string data;
-};
 
 template <typename T>
 std::string Bytes(const std::vector<T>& values) {
@@ -39,34 +30,6 @@ std::string RawFile(std::string_view header, std::string_view data) {
   return file;
 }
 
-// A well-formed file the way the reference writer lays it out: tensors back
-// to back in order, header padded with spaces to a multiple of 8.
-std::string WriteSafetensors(const std::vector<TensorSpec>& tensors,
-                             const std::vector<std::pair<std::string, std::string>>& metadata = {}) {
-  JsonValue header = JsonValue::MakeObject();
-  if (!metadata.empty()) {
-    JsonValue meta = JsonValue::MakeObject();
-    for (const auto& [key, value] : metadata) meta.Insert(key, JsonValue::String(value));
-    header.Insert("__metadata__", std::move(meta));
-  }
-  std::string data;
-  for (const TensorSpec& tensor : tensors) {
-    JsonValue entry = JsonValue::MakeObject();
-    entry.Insert("dtype", JsonValue::String(tensor.dtype));
-    JsonValue shape = JsonValue::MakeArray();
-    for (int64_t dim : tensor.shape) shape.array().push_back(JsonValue::Int(dim));
-    entry.Insert("shape", std::move(shape));
-    entry.Insert("data_offsets",
-                 JsonValue::MakeArray({JsonValue::Int(static_cast<int64_t>(data.size())),
-                                       JsonValue::Int(static_cast<int64_t>(data.size() + tensor.data.size()))}));
-    header.Insert(tensor.name, std::move(entry));
-    data += tensor.data;
-  }
-  std::string header_text = ToJson(header);
-  header_text.append((8 - header_text.size() % 8) % 8, ' ');
-  return RawFile(header_text, data);
-}
-
 std::span<const uint8_t> Span(const std::string& bytes) {
   return {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()};
 }
@@ -80,12 +43,6 @@ std::string ParseError(const std::string& bytes) {
 // A header holding one tensor entry, with `data_size` bytes of data.
 std::string OneTensor(std::string_view entry, size_t data_size) {
   return RawFile(absl::StrCat("{\"w\":", std::string(entry), "}"), std::string(data_size, '\x01'));
-}
-
-void WriteFile(const std::filesystem::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(out.good()) << path;
 }
 
 std::vector<float> FloatsOf(const SafetensorsTensor& tensor) {
@@ -107,7 +64,7 @@ TEST(SafetensorsFile, ParsesTensorsDataAndMetadata) {
   const std::vector<float> weights = {0.5f, -1.0f, 2.0f, 3.25f, 4.0f, -5.5f};
   const std::vector<uint16_t> bf16 = {0x3F80, 0x4000, 0xC040, 0x0000};
   const std::vector<int64_t> step = {123456789012345};
-  const std::string bytes = WriteSafetensors(
+  const std::string bytes = testing::SafetensorsBytes(
       {{"layer.weight", "F32", {2, 3}, Bytes(weights)},
        {"layer.bias", "BF16", {4}, Bytes(bf16)},
        {"step", "I64", {}, Bytes(step)},
@@ -165,7 +122,7 @@ TEST(SafetensorsFile, AcceptsEmptyHeaderAndKnownEightBitFloats) {
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_TRUE((*empty)->tensors().empty());
 
-  const std::string bytes = WriteSafetensors({{"a", "F8_E4M3", {2}, "\x38\x40"}, {"b", "F8_E5M2", {1}, "\x3C"}});
+  const std::string bytes = testing::SafetensorsBytes({{"a", "F8_E4M3", {2}, "\x38\x40"}, {"b", "F8_E5M2", {1}, "\x3C"}});
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> f8 = SafetensorsFile::Parse(Span(bytes), "f8");
   ASSERT_TRUE(f8.ok()) << f8.status();
   EXPECT_EQ((*f8)->Find("a")->dtype, SafetensorsDtype::kF8E4M3);
@@ -188,7 +145,7 @@ TEST(SafetensorsFile, ZeroSizedTensorsMaySitAnywhereOnTheBoundary) {
 TEST(SafetensorsFile, OpensAFileFromDisk) {
   const std::filesystem::path dir = testing::ScratchDir("safetensors_open");
   const std::vector<float> values = {1, 2, 3, 4};
-  WriteFile(dir / "model.safetensors", WriteSafetensors({{"x", "F32", {2, 2}, Bytes(values)}}));
+  testing::WriteBinaryFile(dir / "model.safetensors", testing::SafetensorsBytes({{"x", "F32", {2, 2}, Bytes(values)}}));
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
       SafetensorsFile::Open((dir / "model.safetensors").string());
   ASSERT_TRUE(file.ok()) << file.status();
@@ -198,7 +155,7 @@ TEST(SafetensorsFile, OpensAFileFromDisk) {
   EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
   EXPECT_THAT(missing.status().message(), HasSubstr("none.safetensors: cannot open"));
 
-  WriteFile(dir / "bad.safetensors", OneTensor(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})", 4));
+  testing::WriteBinaryFile(dir / "bad.safetensors", OneTensor(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})", 4));
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> bad = SafetensorsFile::Open((dir / "bad.safetensors").string());
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr((dir / "bad.safetensors").string() + ": tensor 'w': "));
@@ -354,12 +311,12 @@ TEST(SafetensorsMalformed, BadMetadata) {
 // Writes a two-shard checkpoint with its index into a fresh folder.
 std::filesystem::path WriteShardedCheckpoint(const std::string& name, const std::string& weight_map_json) {
   const std::filesystem::path dir = testing::ScratchDir(name);
-  WriteFile(dir / "model-00001-of-00002.safetensors",
-            WriteSafetensors({{"embed", "F32", {2}, Bytes(std::vector<float>{1, 2})},
+  testing::WriteBinaryFile(dir / "model-00001-of-00002.safetensors",
+            testing::SafetensorsBytes({{"embed", "F32", {2}, Bytes(std::vector<float>{1, 2})},
                               {"norm", "F32", {1}, Bytes(std::vector<float>{3})}}));
-  WriteFile(dir / "model-00002-of-00002.safetensors",
-            WriteSafetensors({{"head", "F32", {3}, Bytes(std::vector<float>{4, 5, 6})}}));
-  WriteFile(dir / "model.safetensors.index.json",
+  testing::WriteBinaryFile(dir / "model-00002-of-00002.safetensors",
+            testing::SafetensorsBytes({{"head", "F32", {3}, Bytes(std::vector<float>{4, 5, 6})}}));
+  testing::WriteBinaryFile(dir / "model.safetensors.index.json",
             absl::StrCat(R"({"metadata": {"total_size": 24}, "weight_map": )", weight_map_json, "}"));
   return dir;
 }
@@ -389,7 +346,7 @@ TEST(SafetensorsCheckpoint, OpensShardsThroughTheIndex) {
 
 TEST(SafetensorsCheckpoint, OpensASingleFileFolder) {
   const std::filesystem::path dir = testing::ScratchDir("st_single");
-  WriteFile(dir / "model.safetensors", WriteSafetensors({{"x", "F16", {1}, std::string("\x00\x3C", 2)}}));
+  testing::WriteBinaryFile(dir / "model.safetensors", testing::SafetensorsBytes({{"x", "F16", {1}, std::string("\x00\x3C", 2)}}));
   absl::StatusOr<std::unique_ptr<SafetensorsCheckpoint>> checkpoint = SafetensorsCheckpoint::OpenFolder(dir.string());
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
   EXPECT_EQ((*checkpoint)->shards().size(), 1u);
@@ -441,13 +398,13 @@ TEST(SafetensorsCheckpoint, MalformedIndex) {
               HasSubstr("which is not a file inside the model folder"));
 
   const std::filesystem::path dir = testing::ScratchDir("st_idx_nomap");
-  WriteFile(dir / "model.safetensors.index.json", R"({"metadata": {}})");
+  testing::WriteBinaryFile(dir / "model.safetensors.index.json", R"({"metadata": {}})");
   EXPECT_THAT(OpenFolderError(dir), HasSubstr("model.safetensors.index.json: missing 'weight_map'"));
 }
 
 TEST(SafetensorsCheckpoint, MalformedShardNamesItself) {
   const std::filesystem::path dir = WriteShardedCheckpoint("st_bad_shard", kGoodWeightMap);
-  WriteFile(dir / "model-00002-of-00002.safetensors", OneTensor(R"({"dtype":"F32","shape":[3],"data_offsets":[0,8]})", 8));
+  testing::WriteBinaryFile(dir / "model-00002-of-00002.safetensors", OneTensor(R"({"dtype":"F32","shape":[3],"data_offsets":[0,8]})", 8));
   EXPECT_THAT(OpenFolderError(dir),
               HasSubstr("model-00002-of-00002.safetensors: tensor 'w': data_offsets [0, 8] hold 8 bytes but F32 "
                         "shape [3] needs 12"));
