@@ -73,8 +73,12 @@ absl::Status RunPipeline(mlir::ModuleOp module, const PipelineOptions& options) 
     if (diag.getSeverity() == mlir::DiagnosticSeverity::Error) {
       llvm::raw_string_ostream os(diagnostics);
       os << diag.getLocation() << ": " << diag << "\n";
+    } else if (diag.getSeverity() != mlir::DiagnosticSeverity::Note) {
+      // Remarks (quantization fallbacks, arena peaks) and warnings are for the user now.
+      llvm::errs() << (diag.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning: " : "remark: ") << diag
+                   << "\n";
     }
-    return mlir::failure();  // also let remarks and warnings reach stderr
+    return mlir::success();
   });
 
   absl::Status dump_status = absl::OkStatus();
