@@ -86,7 +86,7 @@ LogicalResult VerifyAttention(AttnOp op, int64_t kvHeads, int64_t headDim, int64
     return op.emitOpError() << "cache holds " << kvHeads << " kv heads of " << headDim << " but the op uses "
                             << hkv << " of " << d;
   }
-  if (op.getLayer() < 0 || op.getLayer() >= layers) {
+  if (op.getLayer() >= static_cast<uint64_t>(layers)) {
     return op.emitOpError() << "layer " << op.getLayer() << " is outside the cache's " << layers << " layers";
   }
   if (auto rope = op.getRopeAttr()) return VerifyRopeConfig(op, rope, d);

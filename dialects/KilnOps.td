@@ -209,17 +209,18 @@ def Kiln_FusedMatmulOp : Kiln_Op<"fused_matmul", [Pure, AttrSizedOperandSegments
 // The launch plan (created by kiln-emit-plan)
 //===----------------------------------------------------------------------===//
 
-def Kiln_PlanOp : Kiln_Op<"plan", [Symbol, IsolatedFromAbove, NoTerminator, SingleBlock]> {
+def Kiln_PlanOp : Kiln_Op<"plan", [IsolatedFromAbove, NoTerminator, SingleBlock]> {
   let summary = "the ordered kernel launches of one step function";
   let description = [{
-    `buckets` are the token counts the arena was planned for and
-    `arena_bytes` the arena size for each; the body holds kiln.launch ops in
-    execution order.
+    The plan of the step function `func`: `buckets` are the token counts the
+    arena was planned for and `arena_bytes` the arena size for each;
+    `results` binds each value the function returns (where the logits land);
+    the body holds kiln.launch ops in execution order.
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, DenseI64ArrayAttr:$buckets,
-                       DenseI64ArrayAttr:$arena_bytes);
+  let arguments = (ins FlatSymbolRefAttr:$func, DenseI64ArrayAttr:$buckets,
+                       DenseI64ArrayAttr:$arena_bytes, ArrayAttr:$results);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let assemblyFormat = "$func attr-dict-with-keyword $body";
 }
 
 def Kiln_LaunchOp : Kiln_Op<"launch", [HasParent<"PlanOp">]> {
@@ -228,7 +229,8 @@ def Kiln_LaunchOp : Kiln_Op<"launch", [HasParent<"PlanOp">]> {
     `kernel` names the template; each entry of `bindings` is a dictionary
     with a `role` (what the kernel calls the buffer) and where the buffer
     lives: `{arena = array<i64: offset per bucket>}`, `{weight = "name"}`,
-    `{input = "tokens"}` or `{kv = "pool"}`; `constants` are the template's
+    `{input = "tokens"}` (a function argument, by its `kiln.role`; the KV
+    pool is `{input = "kv"}`); `constants` are the template's
     compile-time parameters.
   }];
   let arguments = (ins StrAttr:$kernel, ArrayAttr:$bindings, DictionaryAttr:$constants);

@@ -1,8 +1,7 @@
 //===- EmitPlan.cpp - kiln-emit-plan: the kernel launches of each step function -===//
 //
 // After each step function @f (a func.func whose body holds a kiln op other
-// than kiln.weight) comes `kiln.plan @f_plan` (the plan cannot take the name
-// @f: both are symbols of the module), with the buckets and arena sizes of
+// than kiln.weight) comes `kiln.plan @f`, with the buckets and arena sizes of
 // @f's kiln.memory_plan and one kiln.launch per kiln op other than
 // kiln.weight, in block order. The function stays as the readable form.
 //
@@ -311,18 +310,14 @@ struct KilnEmitPlanPass : impl::KilnEmitPlanPassBase<KilnEmitPlanPass> {
     FailureOr<ArrayAttr> results = BindAll(func, ret, returned, buckets.size());
     if (failed(results)) return failure();
 
-    const std::string name = (func.getSymName() + "_plan").str();
-    if (Operation* existing = SymbolTable::lookupSymbolIn(getOperation(), name)) {
-      if (!isa<PlanOp>(existing)) {
-        return func.emitError() << "kiln-emit-plan: the plan's name @" << name << " is taken by "
-                                << existing->getName();
-      }
-      existing->erase();  // a rerun replaces the plan it made before
+    // A rerun replaces the plan it made before.
+    for (PlanOp old : llvm::make_early_inc_range(getOperation().getOps<PlanOp>())) {
+      if (old.getFunc() == func.getSymName()) old->erase();
     }
     OpBuilder builder(func.getContext());
     builder.setInsertionPointAfter(func);
-    auto plan = builder.create<PlanOp>(func.getLoc(), builder.getStringAttr(name), buckets, peaks);
-    plan->setAttr("kiln.results", *results);
+    auto plan = builder.create<PlanOp>(func.getLoc(), FlatSymbolRefAttr::get(func.getSymNameAttr()), buckets,
+                                       peaks, *results);
     builder.setInsertionPointToStart(&plan.getBody().emplaceBlock());
     for (auto& [loc, kernel, bindings, constants] : launches) {
       builder.create<LaunchOp>(loc, kernel, bindings, constants);

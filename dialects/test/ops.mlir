@@ -65,6 +65,6 @@ func.func @fused(%x: tensor<?x64xf32>, %pool: !kiln.page_pool<1 x 4 x 8, page 16
 
 // CHECK-LABEL: kiln.plan @step
 // CHECK: kiln.launch "rms_norm" bindings [{arena = array<i64: 0, 256>, role = "x"}, {role = "gamma", weight = "g"}] constants {width = 64 : i64}
-kiln.plan @step attributes {buckets = array<i64: 1, 4>, arena_bytes = array<i64: 512, 2048>} {
+kiln.plan @step attributes {buckets = array<i64: 1, 4>, arena_bytes = array<i64: 512, 2048>, results = [{role = "result0", arena = array<i64: 0, 0>}]} {
   kiln.launch "rms_norm" bindings [{role = "x", arena = array<i64: 0, 256>}, {role = "gamma", weight = "g"}] constants {width = 64}
 }

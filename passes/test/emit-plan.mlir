@@ -12,8 +12,8 @@
 // CHECK-LABEL: func.func @unfused(
 // CHECK: return
 // CHECK-NEXT: }
-// CHECK-NEXT: kiln.plan @unfused_plan attributes {arena_bytes = array<i64: 1280, 3584>, buckets = array<i64: 1, 4>,
-// CHECK-SAME: kiln.results = [{arena = array<i64: 0, 0>, role = "result0"}]}
+// CHECK-NEXT: kiln.plan @unfused attributes {arena_bytes = array<i64: 1280, 3584>, buckets = array<i64: 1, 4>,
+// CHECK-SAME: results = [{arena = array<i64: 0, 0>, role = "result0"}]}
 // CHECK-NEXT: kiln.launch "embedding.f32" bindings [{role = "table", weight = "token_embd.weight"}, {input = "tokens", role = "tokens"}, {arena = array<i64: 0, 0>, role = "result"}] constants {vocab = 64 : i64, width = 32 : i64}
 // CHECK-NEXT: kiln.launch "rms_norm" bindings [{arena = array<i64: 0, 0>, role = "input"}, {role = "gamma", weight = "blk.0.attn_norm.weight"}, {arena = array<i64: 256, 512>, role = "result"}] constants {eps = 1.000000e-05 : f64, width = 32 : i64}
 // CHECK-NEXT: kiln.launch "matmul.q8_0" bindings [{arena = array<i64: 256, 512>, role = "input"}, {role = "weight", weight = "blk.0.attn_q.weight"}, {arena = array<i64: 512, 1024>, role = "result"}] constants {k = 32 : i64, n = 32 : i64}
@@ -40,12 +40,12 @@
 // CHECK-NEXT: kiln.launch "matmul.f16" bindings [{arena = array<i64: 256, 1024>, role = "input"}, {role = "weight", weight = "output.weight"}, {arena = array<i64: 0, 0>, role = "result"}] constants {k = 32 : i64, n = 64 : i64}
 // CHECK-NEXT: }
 
-// PIPE-LABEL: kiln.plan @unfused_plan attributes {arena_bytes = array<i64: {{[0-9]+}}, {{[0-9]+}}>, buckets = array<i64: 2, 8>
+// PIPE-LABEL: kiln.plan @unfused attributes {arena_bytes = array<i64: {{[0-9]+}}, {{[0-9]+}}>, buckets = array<i64: 2, 8>
 // PIPE: kiln.launch "paged_attention" bindings [{{.*}}{input = "kv", role = "pool"}, {{.*}}{input = "block_tables", role = "block_tables"}
 // PIPE-SAME: max_tokens = 512 : i64, {{.*}}page_size = 16 : i64
 
 // TWICE-LABEL: func.func @unfused(
-// TWICE: kiln.plan @unfused_plan
+// TWICE: kiln.plan @unfused
 // TWICE-NOT: kiln.plan
 // TWICE-LABEL: func.func @fused(
 func.func @unfused(%tokens: tensor<?xi32> {kiln.role = "tokens"}, %positions: tensor<?xi32> {kiln.role = "positions"},
@@ -96,7 +96,7 @@ func.func @unfused(%tokens: tensor<?xi32> {kiln.role = "tokens"}, %positions: te
 // in rope_* constants.
 
 // CHECK-LABEL: func.func @fused(
-// CHECK: kiln.plan @fused_plan attributes {arena_bytes = array<i64: 4096, 16384>, buckets = array<i64: 1, 4>, kiln.results = [{arena = array<i64: 0, 0>, role = "result0"}]}
+// CHECK: kiln.plan @fused attributes {arena_bytes = array<i64: 4096, 16384>, buckets = array<i64: 1, 4>, results = [{arena = array<i64: 0, 0>, role = "result0"}]}
 // CHECK-NEXT: kiln.launch "embedding.q6_k"
 // CHECK-NEXT: kiln.launch "fused_matmul.norm.q4_k.q4_k.q6_k" bindings [{arena = array<i64: 0, 0>, role = "input"}, {role = "norm", weight = "blk.0.attn_norm.weight"},
 // CHECK-SAME: {role = "weight0", weight = "blk.0.attn_q.weight"}, {role = "weight1", weight = "blk.0.attn_k.weight"}, {role = "weight2", weight = "blk.0.attn_v.weight"},
@@ -193,11 +193,3 @@ func.func @foreign_op(%x: tensor<?x16xf32> {kiln.role = "x"}) -> tensor<?x16xf32
   return %s : tensor<?x16xf32>
 }
 
-// -----
-
-// expected-error @+1 {{kiln-emit-plan: the plan's name @taken_plan is taken by func.func}}
-func.func @taken(%x: tensor<?x16xf32> {kiln.role = "x"}) -> tensor<?x16xf32> attributes {kiln.memory_plan = {buckets = array<i64: 1>, peak_bytes = array<i64: 256>}} {
-  %s = kiln.silu %x {kiln.arena = array<i64: 0>} : tensor<?x16xf32>
-  return %s : tensor<?x16xf32>
-}
-func.func private @taken_plan()
