@@ -573,6 +573,110 @@ void QuantQ6_K(const float* x, uint8_t* b) {
 }
 
 // ---------------------------------------------------------------------------
+// kiln's group-wise int4 / int2 (layout in quant.h): per group f16 d | f16 m |
+// codes, y[j] = d * q[j] + m. Code j sits at bits `bits * (j % per_byte)` of
+// codes byte j / per_byte, so int4 puts even j in the low nibble.
+
+struct GroupedLayout {
+  int bits;      // per code
+  int per_byte;  // codes per byte
+  int qmax;      // largest code
+};
+
+GroupedLayout LayoutOf(GroupedKind kind) {
+  return kind == GroupedKind::kInt4 ? GroupedLayout{4, 2, 15} : GroupedLayout{2, 4, 3};
+}
+
+int GroupedCode(const uint8_t* codes, GroupedLayout l, int j) {
+  return (codes[j / l.per_byte] >> (l.bits * (j % l.per_byte))) & l.qmax;
+}
+
+void DequantGroup(GroupedLayout l, int group, const uint8_t* b, float* y) {
+  const float d = LoadF16(b), m = LoadF16(b + 2);
+  for (int j = 0; j < group; ++j) y[j] = d * static_cast<float>(GroupedCode(b + 4, l, j)) + m;
+}
+
+// Fits x[i] ~ scale * L[i] + offset with L in 0..nmax and no sign constraint
+// on either (unlike FitScaleMin: the stored m is a free f16). Starts from the
+// min/max fit and tries narrower and wider ranges, each refit by least
+// squares, keeping the smallest squared error.
+void FitScaleOffset(const float* x, int n, int nmax, float* scale, float* offset) {
+  const auto [lo_it, hi_it] = std::minmax_element(x, x + n);
+  const float lo = *lo_it, hi = *hi_it;
+  *scale = (hi - lo) / static_cast<float>(nmax);
+  *offset = lo;
+  if (!(hi > lo)) return;
+  auto squared_error = [&](double s, double off) {
+    double err = 0;
+    for (int i = 0; i < n; ++i) {
+      const double e =
+          s * QuantizeValue(static_cast<float>(x[i] - off), static_cast<float>(s), 0, nmax) + off -
+          x[i];
+      err += e * e;
+    }
+    return err;
+  };
+  double best = squared_error(*scale, *offset);
+  for (int step = -10; step <= 10; ++step) {
+    const float iscale = (static_cast<float>(nmax) + 0.1f * static_cast<float>(step)) / (hi - lo);
+    double sl = 0, sll = 0, sx = 0, sxl = 0;
+    for (int i = 0; i < n; ++i) {
+      const double l = RoundClamp(iscale * (x[i] - lo), 0, nmax);
+      sl += l;
+      sll += l * l;
+      sx += x[i];
+      sxl += x[i] * l;
+    }
+    const double det = n * sll - sl * sl;
+    if (det <= 0) continue;
+    const double s = (n * sxl - sl * sx) / det;
+    const double off = (sll * sx - sl * sxl) / det;
+    if (s <= 0) continue;
+    const double err = squared_error(s, off);
+    if (err < best) {
+      best = err;
+      *scale = static_cast<float>(s);
+      *offset = static_cast<float>(off);
+    }
+  }
+}
+
+void QuantGroup(GroupedLayout l, int group, const float* x, uint8_t* b) {
+  float scale, offset;
+  FitScaleOffset(x, group, l.qmax, &scale, &offset);
+  const float d = StoreF16(b, scale);
+  const float m = StoreF16(b + 2, offset);
+  uint8_t* codes = b + 4;
+  std::memset(codes, 0, static_cast<size_t>(group / l.per_byte));
+  for (int j = 0; j < group; ++j) {
+    const int q = QuantizeValue(x[j] - m, d, 0, l.qmax);
+    codes[j / l.per_byte] |= static_cast<uint8_t>(q << (l.bits * (j % l.per_byte)));
+  }
+}
+
+// Checks group and sizes for DequantizeGrouped / QuantizeGrouped.
+absl::Status CheckGrouped(const char* op, GroupedKind kind, int64_t group, size_t elems,
+                          size_t bytes) {
+  const std::string_view name = GroupedKindName(kind);
+  if (group < 8 || group % 8 != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s %s: group size must be a positive multiple of 8, got %d", op, name, group));
+  }
+  if (elems % static_cast<size_t>(group) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s %s: %d elements is not a whole number of %d-element groups", op, name,
+                        elems, group));
+  }
+  const std::optional<uint64_t> want = GroupedRowBytes(kind, group, elems);
+  if (!want || *want != bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s %s (group %d): %d elements take %d bytes, but the buffer holds %d bytes",
+                        op, name, group, elems, want.value_or(0), bytes));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
 // Dispatch.
 
 using DequantBlockFn = void (*)(const uint8_t* block, float* out);
@@ -663,6 +767,58 @@ absl::Status Quantize(GgmlType type, std::span<const float> src, std::span<uint8
   }
   for (size_t i = 0; i < plan->blocks; ++i) {
     plan->codec->quant(src.data() + i * plan->block_elems, dst.data() + i * plan->block_bytes);
+  }
+  return absl::OkStatus();
+}
+
+std::string_view GroupedKindName(GroupedKind kind) {
+  return kind == GroupedKind::kInt4 ? "int4" : "int2";
+}
+
+std::optional<uint64_t> GroupedRowBytes(GroupedKind kind, int64_t group, uint64_t n) {
+  if (group < 8 || group % 8 != 0 || n % static_cast<uint64_t>(group) != 0) return std::nullopt;
+  const uint64_t groups = n / static_cast<uint64_t>(group);
+  const uint64_t group_bytes =
+      static_cast<uint64_t>(group / LayoutOf(kind).per_byte) + 4;  // codes + d + m
+  if (groups > std::numeric_limits<uint64_t>::max() / group_bytes) return std::nullopt;
+  return groups * group_bytes;
+}
+
+absl::Status DequantizeGrouped(GroupedKind kind, int64_t group, std::span<const uint8_t> src,
+                               std::span<float> dst) {
+  if (absl::Status st = CheckGrouped("DequantizeGrouped", kind, group, dst.size(), src.size());
+      !st.ok()) {
+    return st;
+  }
+  const GroupedLayout l = LayoutOf(kind);
+  const size_t group_bytes = static_cast<size_t>(group / l.per_byte) + 4;
+  const size_t groups = dst.size() / static_cast<size_t>(group);
+  for (size_t g = 0; g < groups; ++g) {
+    DequantGroup(l, static_cast<int>(group), src.data() + g * group_bytes,
+                 dst.data() + g * static_cast<size_t>(group));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status QuantizeGrouped(GroupedKind kind, int64_t group, std::span<const float> src,
+                             std::span<uint8_t> dst) {
+  if (absl::Status st = CheckGrouped("QuantizeGrouped", kind, group, src.size(), dst.size());
+      !st.ok()) {
+    return st;
+  }
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (!std::isfinite(src[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("QuantizeGrouped %s: element %d is %f, which the format cannot represent",
+                          GroupedKindName(kind), i, src[i]));
+    }
+  }
+  const GroupedLayout l = LayoutOf(kind);
+  const size_t group_bytes = static_cast<size_t>(group / l.per_byte) + 4;
+  const size_t groups = src.size() / static_cast<size_t>(group);
+  for (size_t g = 0; g < groups; ++g) {
+    QuantGroup(l, static_cast<int>(group), src.data() + g * static_cast<size_t>(group),
+               dst.data() + g * group_bytes);
   }
   return absl::OkStatus();
 }

@@ -1,10 +1,13 @@
 // Reference (scalar, exact) conversions between f32 and the ggml storage
-// types, written from the GGUF/ggml block layouts. These define what a block
-// means; fast kernels elsewhere are tested against them.
+// types, written from the GGUF/ggml block layouts, and kiln's own group-wise
+// int4/int2. These define what a block means; fast kernels elsewhere are
+// tested against them.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "runtime/formats/ggml_types.h"
@@ -19,5 +22,30 @@ absl::Status Dequantize(GgmlType type, std::span<const uint8_t> src, std::span<f
 // Quantises `src` (a whole number of blocks) into `dst` (GgmlRowBytes bytes)
 // with a round-to-nearest reference quantiser of the block format.
 absl::Status Quantize(GgmlType type, std::span<const float> src, std::span<uint8_t> dst);
+
+// kiln's own group-wise formats (what the compiler's quantize pass writes for
+// #kiln.storage<int4, group = G> and <int2, group = G>). A row is a sequence
+// of groups of G elements (G a positive multiple of 8), each stored as
+//   f16 d | f16 m | codes
+// with value = d * q + m. int4: q in 0..15, element j of the group in byte
+// j / 2 of the codes, low nibble for even j (G / 2 + 4 bytes per group).
+// int2: q in 0..3, element j in byte j / 4 at bits 2 * (j % 4) (G / 4 + 4
+// bytes per group). Multi-byte fields are little-endian.
+enum class GroupedKind { kInt4, kInt2 };
+
+std::string_view GroupedKindName(GroupedKind kind);  // "int4", "int2"
+
+// Bytes of `n` consecutive elements; nullopt when `group` is not a positive
+// multiple of 8 or `n` is not a whole number of groups.
+std::optional<uint64_t> GroupedRowBytes(GroupedKind kind, int64_t group, uint64_t n);
+
+// As Dequantize / Quantize, for the group-wise formats. The quantiser fits
+// each group's d and m by a small least-squares search over clipping ranges
+// (plain min/max wastes most of int2's four levels on outliers); codes are
+// rounded against the f16 values the decoder will read.
+absl::Status DequantizeGrouped(GroupedKind kind, int64_t group, std::span<const uint8_t> src,
+                               std::span<float> dst);
+absl::Status QuantizeGrouped(GroupedKind kind, int64_t group, std::span<const float> src,
+                             std::span<uint8_t> dst);
 
 }  // namespace kiln
