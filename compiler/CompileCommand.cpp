@@ -1,27 +1,17 @@
 //===- CompileCommand.cpp - `kiln compile` --------------------------------===//
 
-#include <chrono>
 #include <cstdio>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "compiler/Importers.h"
-#include "compiler/Pipeline.h"
-#include "dialects/KilnDialect.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/MLIRContext.h"
+#include "absl/strings/str_cat.h"
+#include "compiler/CompileModel.h"
+#include "runtime/executor/plan.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
 
 namespace kiln::cli {
-namespace {
-
-double Seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-}
-
-}  // namespace
 
 int RunCompile(int argc, char** argv) {
   ArgParser args("compile", "Imports a model (GGUF file or Hugging Face folder), runs kiln's passes (fusion,\n"
@@ -84,33 +74,21 @@ int RunCompile(int argc, char** argv) {
   absl::StatusOr<int64_t> max_context = args.GetInt("max-context");
   if (!max_context.ok()) return Fail("compile", std::string(max_context.status().message()));
 
-  mlir::MLIRContext context;
-  const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> module = compiler::ImportModel(context, args.Get("MODEL"),
-                                                                                   *max_context);
-  if (!module.ok()) return Fail("compile", std::string(module.status().message()));
-  const double import_s = Seconds(start);
-  const auto passes_start = std::chrono::steady_clock::now();
-  if (absl::Status s = compiler::RunPipeline(**module, options); !s.ok()) {
-    return Fail("compile", std::string(s.message()));
-  }
-  const double passes_s = Seconds(passes_start);
-
-  size_t launches = 0;
-  llvm::ArrayRef<int64_t> buckets, arena;
-  (*module)->walk([&](mlir::kiln::PlanOp plan) {
-    launches += std::distance(plan.getBody().front().begin(), plan.getBody().front().end());
-    buckets = plan.getBuckets();
-    arena = plan.getArenaBytes();
-  });
-  std::printf("compiled %s for %s: import %.3f s, passes %.3f s, %zu kernel launches per step\n",
-              args.Get("MODEL").c_str(), target.c_str(), import_s, passes_s, launches);
-  if (!buckets.empty()) {
-    std::printf("arena per batch bucket:");
-    for (size_t k = 0; k < buckets.size(); ++k) {
-      std::printf(" %lld tok: %.1f KiB%s", static_cast<long long>(buckets[k]), arena[k] / 1024.0,
-                  k + 1 < buckets.size() ? "," : "\n");
-    }
+  absl::StatusOr<compiler::CompiledModel> compiled =
+      compiler::CompileModel(args.Get("MODEL"), options, *max_context);
+  if (!compiled.ok()) return Fail("compile", std::string(compiled.status().message()));
+  // The runtime's own parser reads the plan back: what compile reports is
+  // what run will execute.
+  absl::StatusOr<Plan> plan = ParsePlan(compiled->plan_json);
+  if (!plan.ok()) return Fail("compile", absl::StrCat("internal error: the exported plan does not parse: ",
+                                                      plan.status().message()));
+  std::printf("compiled %s for %s: import %.3f s, passes %.3f s, %zu kernel launches per step, %zu weights\n",
+              args.Get("MODEL").c_str(), target.c_str(), compiled->import_seconds, compiled->pass_seconds,
+              plan->launches.size(), plan->weights.size());
+  std::printf("arena per batch bucket:");
+  for (size_t k = 0; k < plan->buckets.size(); ++k) {
+    std::printf(" %lld tok: %.1f KiB%s", static_cast<long long>(plan->buckets[k]), plan->arena_bytes[k] / 1024.0,
+                k + 1 < plan->buckets.size() ? "," : "\n");
   }
   if (!options.dump_dir.empty()) std::printf("IR after each pass written to %s/\n", options.dump_dir.c_str());
   std::printf("stopped after the passes: the artifact writer and codegen have not landed yet, so no artifact%s "
