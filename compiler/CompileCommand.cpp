@@ -13,6 +13,15 @@
 
 namespace kiln::cli {
 
+absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const std::string& quant) {
+  compiler::PipelineOptions options;
+  options.quant = quant;
+  options.print_remarks = false;
+  absl::StatusOr<compiler::CompiledModel> compiled = compiler::CompileModel(model, options);
+  if (!compiled.ok()) return compiled.status();
+  return compiled->plan_json;
+}
+
 int RunCompile(int argc, char** argv) {
   ArgParser args("compile", "Imports a model (GGUF file or Hugging Face folder), runs kiln's passes (fusion,\n"
                             "quantization, paged attention, memory planning, plan emission) and writes the\n"

@@ -73,7 +73,8 @@ absl::Status RunPipeline(mlir::ModuleOp module, const PipelineOptions& options) 
     if (diag.getSeverity() == mlir::DiagnosticSeverity::Error) {
       llvm::raw_string_ostream os(diagnostics);
       os << diag.getLocation() << ": " << diag << "\n";
-    } else if (diag.getSeverity() != mlir::DiagnosticSeverity::Note) {
+    } else if (diag.getSeverity() == mlir::DiagnosticSeverity::Warning ||
+               (diag.getSeverity() == mlir::DiagnosticSeverity::Remark && options.print_remarks)) {
       // Remarks (quantization fallbacks, arena peaks) and warnings are for the user now.
       llvm::errs() << (diag.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning: " : "remark: ") << diag
                    << "\n";

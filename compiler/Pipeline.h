@@ -19,6 +19,8 @@ struct PipelineOptions {
   // Where to write the IR: one file per pass, NN-<pass>.mlir in pipeline
   // order (00-import.mlir first); empty writes nothing.
   std::string dump_dir;
+  // Print remarks (quantization fallbacks, arena peaks) to stderr.
+  bool print_remarks = true;
 };
 
 // The passes in order, as a textual pipeline (what --print-pipeline shows).

@@ -2,6 +2,10 @@
 // name (argv[0] is the subcommand) and returns the process exit code.
 #pragma once
 
+#include <string>
+
+#include "absl/status/statusor.h"
+
 namespace kiln::cli {
 
 int RunInspect(int argc, char** argv);
@@ -9,7 +13,14 @@ int RunTokenize(int argc, char** argv);
 int RunSynth(int argc, char** argv);
 // compiler/CompileCommand.cpp; only in a kiln built with the compiler.
 int RunCompile(int argc, char** argv);
-// compile, run, serve, bench: present in the CLI, not built yet.
+int RunRun(int argc, char** argv);
+// Compiles a GGUF file or HF folder in memory to a kiln-plan-v1 JSON plan
+// with the given --quant policy. Only a kiln built with the compiler has one;
+// main() hands it to `run`.
+using InMemoryCompiler = absl::StatusOr<std::string> (*)(const std::string& model, const std::string& quant);
+void SetInMemoryCompiler(InMemoryCompiler compiler);
+absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const std::string& quant);
+// serve, bench: present in the CLI, not built yet.
 int RunUnbuilt(int argc, char** argv);
 
 }  // namespace kiln::cli

@@ -19,7 +19,7 @@ constexpr Command kCommands[] = {
 #else
     {"compile", "compile a model (this kiln was built without the compiler)", kiln::cli::RunUnbuilt},
 #endif
-    {"run", "generate text with a compiled model (not built yet)", kiln::cli::RunUnbuilt},
+    {"run", "generate text with a model on the CPU", kiln::cli::RunRun},
     {"serve", "serve a compiled model over an OpenAI-compatible HTTP API (not built yet)", kiln::cli::RunUnbuilt},
     {"bench", "measure prefill and decode speed (not built yet)", kiln::cli::RunUnbuilt},
     {"inspect", "print a model file's architecture, tokenizer and tensors", kiln::cli::RunInspect},
@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
     std::printf("kiln %s\n", KILN_VERSION);
     return 0;
   }
+#ifdef KILN_HAVE_COMPILER
+  kiln::cli::SetInMemoryCompiler(kiln::cli::CompileToPlanJson);
+#endif
   for (const Command& c : kCommands) {
     if (std::string(argv[1]) == c.name) return c.run(argc - 1, argv + 1);
   }

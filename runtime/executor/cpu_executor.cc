@@ -1,0 +1,374 @@
+#include "runtime/executor/cpu_executor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/cpu/attention.h"
+#include "runtime/cpu/elementwise.h"
+#include "runtime/cpu/matmul.h"
+#include "runtime/cpu/norm.h"
+#include "runtime/cpu/rope.h"
+#include "runtime/cpu/rows.h"
+#include "runtime/executor/repack.h"
+
+namespace kiln {
+namespace {
+
+absl::Status LaunchError(const PlanLaunch& l, const std::string& what) {
+  return absl::InternalError(absl::StrCat("launch '", l.kernel, "': ", what));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(Plan plan, const WeightSource& weights,
+                                                                  const CpuExecutorOptions& options) {
+  std::unique_ptr<CpuExecutor> ex(new CpuExecutor(std::move(plan), options.threads));
+  const Plan& p = ex->plan_;
+  for (const PlanWeight& w : p.weights) {
+    absl::StatusOr<WeightBytes> src = weights(w.name);
+    if (!src.ok()) return src.status();
+    absl::StatusOr<cpu::WeightStorage> want = cpu::ParseWeightStorage(w.storage);
+    if (!want.ok()) return absl::InvalidArgumentError(absl::StrCat("weight '", w.name, "': ", want.status().message()));
+    BoundWeight b;
+    b.rows = w.shape.size() == 2 ? w.shape[0] : 1;
+    b.cols = w.shape.back();
+    const std::optional<uint64_t> src_row = src->storage.RowBytes(b.cols);
+    if (!src_row || *src_row * b.rows != src->data.size()) {
+      return absl::InvalidArgumentError(absl::StrFormat("weight '%s': %d bytes of %s do not hold the plan's [%d, %d]",
+                                                        w.name, src->data.size(), src->storage.Name(), b.rows, b.cols));
+    }
+    if (w.shape.size() == 1) {
+      // Vectors (norm gains, biases) are read as f32 by every kernel.
+      b.storage = cpu::WeightStorage::Ggml(GgmlType::kF32);
+      b.owned.resize(b.cols * sizeof(float));
+      std::span<float> out(reinterpret_cast<float*>(b.owned.data()), b.cols);
+      if (absl::Status s = cpu::DequantizeRow(src->storage, src->data, out); !s.ok()) return s;
+      b.data = b.owned.data();
+    } else if (src->storage.Name() != want->Name()) {
+      absl::StatusOr<std::vector<uint8_t>> repacked = RepackWeight(src->storage, *want, b.rows, b.cols, src->data);
+      if (!repacked.ok()) {
+        return absl::Status(repacked.status().code(), absl::StrCat("weight '", w.name, "': ", repacked.status().message()));
+      }
+      b.storage = *want;
+      b.owned = *std::move(repacked);
+      b.data = b.owned.data();
+    } else {
+      b.storage = *want;
+      b.data = src->data.data();
+    }
+    ex->weights_.emplace(w.name, std::move(b));
+  }
+  const JsonValue* vocab = p.model.Find("n_vocab");
+  if (vocab == nullptr || !vocab->int_value()) return absl::InvalidArgumentError("plan: model.n_vocab is missing");
+  ex->n_vocab_ = *vocab->int_value();
+  ex->arena_.assign(p.arena_bytes.back(), 0);
+  const int64_t needed = (p.pool.max_tokens + p.pool.page_size - 1) / p.pool.page_size;
+  ex->num_pages_ = options.num_pages > 0 ? options.num_pages : needed;
+  const int64_t per_layer = ex->num_pages_ * p.pool.page_size * p.pool.kv_heads * p.pool.head_dim;
+  ex->kv_.assign(static_cast<size_t>(2 * p.pool.layers * per_layer), 0.0f);
+  return ex;
+}
+
+absl::StatusOr<std::span<const float>> CpuExecutor::Step(const StepBatch& batch) {
+  const int64_t T = static_cast<int64_t>(batch.tokens.size());
+  const int64_t S = static_cast<int64_t>(batch.context_lens.size());
+  if (T == 0) return absl::InvalidArgumentError("step: no tokens");
+  const std::optional<size_t> bucket = plan_.BucketFor(T);
+  if (!bucket) {
+    return absl::InvalidArgumentError(absl::StrFormat("step: %d tokens exceed the largest planned batch of %d", T,
+                                                      plan_.buckets.back()));
+  }
+  if (static_cast<int64_t>(batch.positions.size()) != T || static_cast<int64_t>(batch.query_starts.size()) != S + 1 ||
+      static_cast<int64_t>(batch.block_tables.size()) != S * batch.pages_per_seq || batch.logit_rows.empty() ||
+      static_cast<int64_t>(batch.logit_rows.size()) > T || batch.query_starts.front() != 0 ||
+      batch.query_starts.back() != T) {
+    return absl::InvalidArgumentError("step: the batch's arrays disagree in size");
+  }
+  for (int64_t s = 0; s < S; ++s) {
+    if (batch.query_starts[s + 1] < batch.query_starts[s] ||
+        batch.context_lens[s] > batch.pages_per_seq * plan_.pool.page_size ||
+        batch.context_lens[s] > plan_.pool.max_tokens) {
+      return absl::OutOfRangeError(absl::StrFormat("step: sequence %d needs %d positions; its block table holds %d",
+                                                   s, batch.context_lens[s], batch.pages_per_seq * plan_.pool.page_size));
+    }
+    for (int32_t t = batch.query_starts[s]; t < batch.query_starts[s + 1]; ++t) {
+      if (batch.positions[t] < 0 || batch.positions[t] >= batch.context_lens[s]) {
+        return absl::OutOfRangeError(absl::StrFormat("step: token %d at position %d outside sequence %d's %d positions",
+                                                     t, batch.positions[t], s, batch.context_lens[s]));
+      }
+    }
+  }
+  for (int32_t page : batch.block_tables) {
+    if (page < 0 || page >= num_pages_) {
+      return absl::OutOfRangeError(absl::StrFormat("step: page %d outside the pool of %d pages", page, num_pages_));
+    }
+  }
+  for (int32_t r : batch.logit_rows) {
+    if (r < 0 || r >= T) return absl::OutOfRangeError(absl::StrFormat("step: logit row %d outside %d tokens", r, T));
+  }
+  rows_at_.clear();
+  for (const PlanLaunch& launch : plan_.launches) {
+    if (absl::Status s = RunLaunch(launch, batch, *bucket); !s.ok()) return s;
+  }
+  const PlanBinding& out = plan_.results.front();
+  const float* logits = reinterpret_cast<const float*>(arena_.data() + out.arena[*bucket]);
+  return std::span<const float>(logits, batch.logit_rows.size() * n_vocab_);
+}
+
+absl::Status CpuExecutor::RunLaunch(const PlanLaunch& l, const StepBatch& batch, size_t bucket) {
+  const int64_t T = static_cast<int64_t>(batch.tokens.size());
+  auto arena = [&](const std::string& role) -> float* {
+    const PlanBinding* b = l.Find(role);
+    if (b == nullptr || b->kind != PlanBinding::Kind::kArena) return nullptr;
+    return reinterpret_cast<float*>(arena_.data() + b->arena[bucket]);
+  };
+  // Rows of an activation: what the op that wrote it produced (T unless a
+  // gather_rows picked fewer).
+  auto rows_of = [&](const std::string& role) -> int64_t {
+    const PlanBinding* b = l.Find(role);
+    auto it = b ? rows_at_.find(b->arena[bucket]) : rows_at_.end();
+    return it == rows_at_.end() ? T : it->second;
+  };
+  auto wrote = [&](const std::string& role, int64_t rows) {
+    if (const PlanBinding* b = l.Find(role)) rows_at_[b->arena[bucket]] = rows;
+  };
+  auto weight = [&](const std::string& role) -> const BoundWeight* {
+    const PlanBinding* b = l.Find(role);
+    if (b == nullptr || b->kind != PlanBinding::Kind::kWeight) return nullptr;
+    auto it = weights_.find(b->name);
+    return it == weights_.end() ? nullptr : &it->second;
+  };
+  auto matrix = [](const BoundWeight& w) { return cpu::WeightMatrix{w.storage, w.data, w.rows, w.cols}; };
+  auto vec = [](const BoundWeight& w) { return reinterpret_cast<const float*>(w.data); };
+
+  const std::string& op = l.op;
+  if (op == "embedding") {
+    const BoundWeight* table = weight("table");
+    float* out = arena("result");
+    if (!table || !out) return LaunchError(l, "needs table and result");
+    wrote("result", T);
+    return cpu::EmbeddingLookup(matrix(*table), batch.tokens.data(), T, out);
+  }
+  if (op == "rms_norm") {
+    const BoundWeight* gamma = weight("gamma");
+    float* in = arena("input");
+    float* out = arena("result");
+    absl::StatusOr<double> eps = l.Float("eps");
+    if (!gamma || !in || !out || !eps.ok()) return LaunchError(l, "needs input, gamma, result and eps");
+    const int64_t rows = rows_of("input");
+    cpu::RmsNorm(in, rows, gamma->cols, vec(*gamma), *eps, out);
+    wrote("result", rows);
+    return absl::OkStatus();
+  }
+  if (op == "matmul") {
+    const BoundWeight* w = weight("weight");
+    float* in = arena("input");
+    float* out = arena("result");
+    if (!w || !in || !out) return LaunchError(l, "needs input, weight and result");
+    const int64_t rows = rows_of("input");
+    wrote("result", rows);
+    return cpu::Matmul(in, rows, matrix(*w), out, pool_);
+  }
+  if (op == "fused_matmul") {
+    float* in = arena("input");
+    absl::StatusOr<std::string> epilogue = l.String("epilogue");
+    if (!in || !epilogue.ok()) return LaunchError(l, "needs input and epilogue");
+    const int64_t rows = rows_of("input");
+    std::vector<const BoundWeight*> ws;
+    for (int i = 0;; ++i) {
+      const BoundWeight* w = weight(absl::StrCat("weight", i));
+      if (!w) break;
+      ws.push_back(w);
+    }
+    if (ws.empty()) return LaunchError(l, "has no weights");
+    const int64_t k = ws[0]->cols;
+    // The norm prologue writes a scratch copy: the input may still be live.
+    const float* x = in;
+    size_t scratch_needed = 0;
+    if (weight("norm")) scratch_needed += rows * k;
+    if (*epilogue != "none") scratch_needed += rows * ws[0]->rows * ws.size();
+    if (scratch_.size() < scratch_needed) scratch_.resize(scratch_needed);
+    float* scratch = scratch_.data();
+    if (const BoundWeight* g = weight("norm")) {
+      absl::StatusOr<double> eps = l.Float("eps");
+      if (!eps.ok()) return eps.status();
+      cpu::RmsNorm(in, rows, k, vec(*g), *eps, scratch);
+      x = scratch;
+      scratch += rows * k;
+    }
+    if (*epilogue == "none") {
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const std::string role = absl::StrCat("result", i);
+        float* out = arena(role);
+        if (!out) return LaunchError(l, "missing " + role);
+        if (absl::Status s = cpu::Matmul(x, rows, matrix(*ws[i]), out, pool_); !s.ok()) return s;
+        wrote(role, rows);
+      }
+      return absl::OkStatus();
+    }
+    float* out = arena("result0");
+    if (!out) return LaunchError(l, "missing result0");
+    const int64_t n = ws[0]->rows;
+    if (*epilogue == "silu_mul") {
+      if (ws.size() != 2) return LaunchError(l, "silu_mul needs two weights");
+      float* gate = scratch;
+      float* up = scratch + rows * n;
+      if (absl::Status s = cpu::Matmul(x, rows, matrix(*ws[0]), gate, pool_); !s.ok()) return s;
+      if (absl::Status s = cpu::Matmul(x, rows, matrix(*ws[1]), up, pool_); !s.ok()) return s;
+      cpu::SiluMul(gate, up, rows * n, out);
+    } else if (*epilogue == "residual_add") {
+      float* residual = arena("residual");
+      if (!residual) return LaunchError(l, "residual_add needs a residual");
+      if (absl::Status s = cpu::Matmul(x, rows, matrix(*ws[0]), scratch, pool_); !s.ok()) return s;
+      cpu::Add(scratch, residual, rows * n, out);
+    } else {
+      return LaunchError(l, "unknown epilogue " + *epilogue);
+    }
+    wrote("result0", rows);
+    return absl::OkStatus();
+  }
+  if (op == "bias_add") {
+    const BoundWeight* b = weight("bias");
+    float* in = arena("input");
+    float* out = arena("result");
+    if (!b || !in || !out) return LaunchError(l, "needs input, bias and result");
+    const int64_t rows = rows_of("input");
+    cpu::BiasAdd(in, rows, b->cols, vec(*b), out);
+    wrote("result", rows);
+    return absl::OkStatus();
+  }
+  if (op == "silu" || op == "mul" || op == "add") {
+    const bool unary = op == "silu";
+    float* a = arena(unary ? "input" : "lhs");
+    float* b = unary ? nullptr : arena("rhs");
+    float* out = arena("result");
+    absl::StatusOr<int64_t> width = l.Int("width");
+    if (!a || !out || (!unary && !b) || !width.ok()) return LaunchError(l, "needs its operands, result and width");
+    const int64_t rows = rows_of(unary ? "input" : "lhs");
+    if (op == "silu") cpu::Silu(a, rows * *width, out);
+    if (op == "mul") cpu::Mul(a, b, rows * *width, out);
+    if (op == "add") cpu::Add(a, b, rows * *width, out);
+    wrote("result", rows);
+    return absl::OkStatus();
+  }
+  if (op == "gather_rows") {
+    float* in = arena("input");
+    float* out = arena("result");
+    absl::StatusOr<int64_t> width = l.Int("width");
+    if (!in || !out || !width.ok()) return LaunchError(l, "needs input, result and width");
+    const int64_t r = static_cast<int64_t>(batch.logit_rows.size());
+    wrote("result", r);
+    return cpu::GatherRows(in, rows_of("input"), *width, batch.logit_rows.data(), r, out);
+  }
+  if (op == "argmax") {
+    float* in = arena("input");
+    float* out = arena("result");
+    absl::StatusOr<int64_t> width = l.Int("width");
+    if (!in || !out || !width.ok()) return LaunchError(l, "needs input, result and width");
+    const int64_t rows = rows_of("input");
+    cpu::ArgmaxRows(in, rows, *width, reinterpret_cast<int32_t*>(out));
+    wrote("result", rows);
+    return absl::OkStatus();
+  }
+  if (op == "rope" || op == "paged_attention") {
+    return RunAttentionOrRope(l, batch, bucket);
+  }
+  return LaunchError(l, "the CPU backend has no kernel for this op");
+}
+
+absl::StatusOr<cpu::RopeParams> CpuExecutor::RopeFrom(const PlanLaunch& l) {
+  absl::StatusOr<double> theta = l.Float("rope_theta");
+  absl::StatusOr<int64_t> dims = l.Int("rope_dims");
+  absl::StatusOr<std::string> style = l.String("rope_style");
+  if (!theta.ok()) return theta.status();
+  if (!dims.ok()) return dims.status();
+  if (!style.ok()) return style.status();
+  cpu::RopeParams p;
+  p.theta = *theta;
+  p.dims = *dims;
+  if (*style != "interleaved" && *style != "half") return LaunchError(l, "unknown rope style " + *style);
+  p.style = *style == "half" ? cpu::RopeStyle::kHalf : cpu::RopeStyle::kInterleaved;
+  if (l.constants.Find("rope_scaling")) {
+    absl::StatusOr<std::string> scaling = l.String("rope_scaling");
+    if (!scaling.ok()) return scaling.status();
+    if (*scaling != "none" && *scaling != "linear") {
+      return LaunchError(l, "rope scaling '" + *scaling + "' is not implemented on the CPU backend");
+    }
+    if (*scaling == "linear") {
+      absl::StatusOr<double> factor = l.Float("rope_factor");
+      if (!factor.ok()) return factor.status();
+      p.linear_factor = *factor;
+    }
+  }
+  return p;
+}
+
+absl::Status CpuExecutor::RunAttentionOrRope(const PlanLaunch& l, const StepBatch& batch, size_t bucket) {
+  const int64_t T = static_cast<int64_t>(batch.tokens.size());
+  auto arena = [&](const std::string& role) -> float* {
+    const PlanBinding* b = l.Find(role);
+    if (b == nullptr || b->kind != PlanBinding::Kind::kArena) return nullptr;
+    return reinterpret_cast<float*>(arena_.data() + b->arena[bucket]);
+  };
+  absl::StatusOr<int64_t> heads = l.Int("num_heads");
+  absl::StatusOr<int64_t> head_dim = l.Int("head_dim");
+  if (!heads.ok()) return heads.status();
+  if (!head_dim.ok()) return head_dim.status();
+
+  if (l.op == "rope") {
+    float* in = arena("input");
+    float* out = arena("result");
+    if (!in || !out) return LaunchError(l, "needs input and result");
+    absl::StatusOr<cpu::RopeParams> rope = RopeFrom(l);
+    if (!rope.ok()) return rope.status();
+    if (out != in) std::memcpy(out, in, sizeof(float) * T * *heads * *head_dim);
+    if (const PlanBinding* b = l.Find("result")) rows_at_[b->arena[bucket]] = T;
+    return cpu::Rope(out, T, *heads, *head_dim, batch.positions.data(), *rope);
+  }
+
+  float* q = arena("q");
+  float* k = arena("k");
+  float* v = arena("v");
+  float* out = arena("result");
+  absl::StatusOr<int64_t> kv_heads = l.Int("num_kv_heads");
+  absl::StatusOr<int64_t> layer = l.Int("layer");
+  absl::StatusOr<double> scale = l.Float("scale");
+  if (!q || !k || !v || !out || !kv_heads.ok() || !layer.ok() || !scale.ok()) {
+    return LaunchError(l, "needs q, k, v, result, num_kv_heads, layer and scale");
+  }
+  const int64_t qw = *heads * *head_dim, kw = *kv_heads * *head_dim;
+  if (l.constants.Find("rope_theta")) {
+    // Rope in the attention front: rotate copies, the arena's q and k stay as the matmul wrote them.
+    absl::StatusOr<cpu::RopeParams> rope = RopeFrom(l);
+    if (!rope.ok()) return rope.status();
+    if (scratch_.size() < static_cast<size_t>(T * (qw + kw))) scratch_.resize(T * (qw + kw));
+    float* qr = scratch_.data();
+    float* kr = qr + T * qw;
+    std::memcpy(qr, q, sizeof(float) * T * qw);
+    std::memcpy(kr, k, sizeof(float) * T * kw);
+    if (absl::Status s = cpu::Rope(qr, T, *heads, *head_dim, batch.positions.data(), *rope); !s.ok()) return s;
+    if (absl::Status s = cpu::Rope(kr, T, *kv_heads, *head_dim, batch.positions.data(), *rope); !s.ok()) return s;
+    q = qr;
+    k = kr;
+  }
+  cpu::AttentionBatch ab;
+  ab.q = q;
+  ab.k = k;
+  ab.v = v;
+  ab.tokens = T;
+  ab.positions = batch.positions.data();
+  ab.num_seqs = static_cast<int64_t>(batch.context_lens.size());
+  ab.query_starts = batch.query_starts.data();
+  ab.context_lens = batch.context_lens.data();
+  ab.block_tables = batch.block_tables.data();
+  ab.max_pages = batch.pages_per_seq;
+  cpu::AttentionParams params{*layer, *heads, static_cast<float>(*scale)};
+  cpu::PagePool pool{kv_.data(), plan_.pool.layers, num_pages_, plan_.pool.page_size, plan_.pool.kv_heads,
+                     plan_.pool.head_dim};
+  if (const PlanBinding* b = l.Find("result")) rows_at_[b->arena[bucket]] = T;
+  return cpu::PagedAttention(ab, params, pool, out, pool_);
+}
+
+}  // namespace kiln

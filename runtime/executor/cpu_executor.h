@@ -1,0 +1,90 @@
+// Runs a plan on the CPU: one step of the model over a ragged batch, with
+// the KV cache in a page pool addressed through block tables. This is the
+// reference every other backend is checked against.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/cpu/rope.h"
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/cpu/weight_storage.h"
+#include "runtime/executor/plan.h"
+
+namespace kiln {
+
+// The bytes of one weight as a weight source holds them.
+struct WeightBytes {
+  cpu::WeightStorage storage;
+  std::span<const uint8_t> data;
+};
+// Looks a weight up by name (in a GGUF file or an artifact).
+using WeightSource = std::function<absl::StatusOr<WeightBytes>(const std::string& name)>;
+
+// One step's inputs, the flattened layout of the step function (see
+// docs/architecture.md): T tokens of S sequences.
+struct StepBatch {
+  std::vector<int32_t> tokens;        // [T]
+  std::vector<int32_t> positions;     // [T]
+  std::vector<int32_t> query_starts;  // [S+1]
+  std::vector<int32_t> context_lens;  // [S]
+  std::vector<int32_t> block_tables;  // [S, pages_per_seq], row-major
+  int32_t pages_per_seq = 0;
+  std::vector<int32_t> logit_rows;    // [R]
+};
+
+struct CpuExecutorOptions {
+  int threads = 0;        // 0: all cores
+  int64_t num_pages = 0;  // KV pages in the pool
+};
+
+class CpuExecutor {
+ public:
+  // Binds every weight of the plan from `weights`, converting those whose
+  // plan storage differs from the source's (the repack the compiler
+  // recorded), and allocates the arena and the page pool.
+  static absl::StatusOr<std::unique_ptr<CpuExecutor>> Create(Plan plan, const WeightSource& weights,
+                                                             const CpuExecutorOptions& options);
+
+  // Runs one step; returns the logits of the requested rows, [R, n_vocab],
+  // valid until the next Step. T must fit the largest bucket (callers chunk
+  // long prompts); positions and block tables must stay inside the pool.
+  absl::StatusOr<std::span<const float>> Step(const StepBatch& batch);
+
+  const Plan& plan() const { return plan_; }
+  int64_t page_size() const { return plan_.pool.page_size; }
+  int64_t num_pages() const { return num_pages_; }
+  int64_t max_step_tokens() const { return plan_.buckets.back(); }
+  int64_t n_vocab() const { return n_vocab_; }
+  int threads() const { return pool_.num_threads(); }
+
+ private:
+  struct BoundWeight {
+    cpu::WeightStorage storage;
+    int64_t rows = 1, cols = 0;
+    const uint8_t* data = nullptr;
+    std::vector<uint8_t> owned;  // repacked bytes (and 1-D weights, as f32)
+  };
+  CpuExecutor(Plan plan, int threads) : plan_(std::move(plan)), pool_(threads) {}
+  absl::Status RunLaunch(const PlanLaunch& launch, const StepBatch& batch, size_t bucket);
+  absl::Status RunAttentionOrRope(const PlanLaunch& launch, const StepBatch& batch, size_t bucket);
+  static absl::StatusOr<cpu::RopeParams> RopeFrom(const PlanLaunch& launch);
+
+  Plan plan_;
+  cpu::ThreadPool pool_;
+  std::map<std::string, BoundWeight, std::less<>> weights_;
+  std::vector<uint8_t> arena_;
+  std::vector<float> kv_;  // [layer][page][slot][kv_head][head_dim], K then V halves per layer
+  std::vector<float> scratch_;
+  std::map<int64_t, int64_t> rows_at_;  // arena offset -> rows written there in this step
+  int64_t num_pages_ = 0;
+  int64_t n_vocab_ = 0;
+};
+
+}  // namespace kiln

@@ -1,0 +1,43 @@
+// Text generation for one sequence on an executor: chunked prefill of the
+// prompt, then one decode step per token, sampling each from the logits.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/executor/cpu_executor.h"
+#include "runtime/sampler/sampler.h"
+
+namespace kiln {
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 64;
+  SamplingParams sampling;
+  // Stop at the first end-of-generation token (it is kept as the last id).
+  std::function<bool(int32_t)> is_end_of_generation;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> ids;  // generated
+  std::string stop_reason;   // "length" or "eog"
+  double prompt_seconds = 0;
+  double generate_seconds = 0;
+  std::vector<float> last_prompt_logits;  // the distribution the first token came from
+};
+
+// Generates after `prompt`; `on_token` sees each token as it is chosen. The
+// prompt plus max_new_tokens must fit the executor's KV pool and the model's
+// context: otherwise an error says by how much it does not.
+absl::StatusOr<GenerateResult> Generate(CpuExecutor& executor, std::span<const int32_t> prompt,
+                                        const GenerateOptions& options,
+                                        const std::function<void(int32_t)>& on_token = nullptr);
+
+// Teacher forcing: the logits after every position of `ids`, [ids.size(), n_vocab].
+absl::StatusOr<std::vector<float>> ForwardAllPositions(CpuExecutor& executor, std::span<const int32_t> ids);
+
+}  // namespace kiln

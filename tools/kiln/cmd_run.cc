@@ -1,0 +1,172 @@
+#include <chrono>
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "runtime/cpu/cpu_isa.h"
+#include "runtime/executor/generator.h"
+#include "runtime/executor/program.h"
+#include "runtime/tokenizer/chat_template.h"
+#include "runtime/tokenizer/streaming_decoder.h"
+#include "runtime/util/json.h"
+#include "tools/kiln/args.h"
+#include "tools/kiln/commands.h"
+
+namespace kiln::cli {
+namespace {
+
+InMemoryCompiler g_compiler = nullptr;
+
+JsonValue IdArray(const std::vector<int32_t>& ids) {
+  JsonValue a = JsonValue::MakeArray();
+  for (int32_t id : ids) a.array().push_back(JsonValue::Int(id));
+  return a;
+}
+
+}  // namespace
+
+void SetInMemoryCompiler(InMemoryCompiler compiler) { g_compiler = compiler; }
+
+int RunRun(int argc, char** argv) {
+  ArgParser args("run", "Generates text with a model on the CPU backend. MODEL is a compiled artifact (.kiln)\n"
+                        "or a GGUF file, compiled in memory first. Streams the text as it is generated and ends\n"
+                        "with prompt and generation speed.");
+  args.Positional("MODEL", "a .kiln artifact or a .gguf file")
+      .Option("prompt", "TEXT", "the prompt", "", "-p")
+      .Option("n-predict", "N", "tokens to generate", "64", "-n")
+      .Option("temp", "T", "temperature; 0 is greedy", "0.8")
+      .Option("top-k", "K", "keep the K most likely tokens (0: off)", "40")
+      .Option("top-p", "P", "nucleus sampling threshold (1: off)", "0.95")
+      .Option("min-p", "P", "drop tokens below P times the top probability (0: off)", "0.05")
+      .Option("repeat-penalty", "R", "repetition penalty over the last 64 tokens (1: off)", "1.0")
+      .Option("seed", "N", "random seed", "0")
+      .Flag("chat", "wrap the prompt as a user turn of the model's chat template")
+      .Option("system", "TEXT", "with --chat: a system message")
+      .Option("quant", "TYPE", "when compiling a GGUF: weight storage policy (as kiln compile --quant)")
+      .Option("threads", "N", "CPU threads (0: all cores)", "0")
+      .Option("output-format", "FORMAT", "text (streamed) or json (one object at the end)", "text")
+      .Flag("ignore-eos", "keep generating after an end-of-generation token");
+  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("run", std::string(s.message()));
+  if (args.help_requested()) {
+    std::printf("%s", args.Help().c_str());
+    return 0;
+  }
+  const std::string format = args.Get("output-format");
+  if (format != "text" && format != "json") return Fail("run", "--output-format takes text or json");
+  if (!args.Has("prompt")) return Fail("run", "missing -p TEXT");
+  GenerateOptions gen;
+  absl::StatusOr<int64_t> n = args.GetInt("n-predict");
+  absl::StatusOr<int64_t> top_k = args.GetInt("top-k");
+  absl::StatusOr<int64_t> seed = args.GetInt("seed");
+  absl::StatusOr<int64_t> threads = args.GetInt("threads");
+  absl::StatusOr<double> temp = args.GetDouble("temp");
+  absl::StatusOr<double> top_p = args.GetDouble("top-p");
+  absl::StatusOr<double> min_p = args.GetDouble("min-p");
+  absl::StatusOr<double> penalty = args.GetDouble("repeat-penalty");
+  for (const absl::Status& s : {n.status(), top_k.status(), seed.status(), threads.status(), temp.status(),
+                                top_p.status(), min_p.status(), penalty.status()}) {
+    if (!s.ok()) return Fail("run", std::string(s.message()));
+  }
+  if (*n < 1) return Fail("run", "-n must be at least 1");
+  gen.max_new_tokens = *n;
+  gen.sampling.temperature = static_cast<float>(*temp);
+  gen.sampling.top_k = static_cast<int32_t>(*top_k);
+  gen.sampling.top_p = static_cast<float>(*top_p);
+  gen.sampling.min_p = static_cast<float>(*min_p);
+  gen.sampling.repetition_penalty = static_cast<float>(*penalty);
+  gen.sampling.seed = static_cast<uint64_t>(*seed);
+  if (absl::Status s = ValidateSamplingParams(gen.sampling); !s.ok()) return Fail("run", std::string(s.message()));
+
+  const std::string model = args.Get("MODEL");
+  absl::StatusOr<Program> program;
+  if (LooksLikeArtifact(model)) {
+    if (args.Has("quant")) return Fail("run", "--quant applies when compiling a GGUF; this is a compiled artifact");
+    program = LoadArtifactProgram(model);
+  } else {
+    if (g_compiler == nullptr) {
+      return Fail("run", "this kiln was built without the compiler: compile the model elsewhere (kiln compile -o "
+                         "model.kiln) and run the artifact");
+    }
+    std::fprintf(stderr, "kiln run: compiling %s in memory...", model.c_str());
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::string> plan = g_compiler(model, args.Get("quant"));
+    if (!plan.ok()) {
+      std::fprintf(stderr, "\n");
+      return Fail("run", std::string(plan.status().message()));
+    }
+    std::fprintf(stderr, " done (%.2f s)\n",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    program = LoadGgufProgram(model, *plan);
+  }
+  if (!program.ok()) return Fail("run", std::string(program.status().message()));
+  const Tokenizer& tok = *program->tokenizer;
+
+  std::string text = args.Get("prompt");
+  EncodeOptions encode{.add_special = true, .parse_special = false};
+  if (args.GetFlag("chat")) {
+    absl::StatusOr<ChatTemplate> tmpl = SelectChatTemplate(tok.chat_template());
+    if (!tmpl.ok()) return Fail("run", std::string(tmpl.status().message()));
+    std::vector<ChatMessage> messages;
+    if (args.Has("system")) messages.push_back({"system", args.Get("system")});
+    messages.push_back({"user", text});
+    text = RenderChat(*tmpl, messages);
+    encode.parse_special = true;
+  }
+  const std::vector<int32_t> prompt = tok.Encode(text, encode);
+  if (prompt.empty()) return Fail("run", "the prompt encodes to no tokens");
+  if (!args.GetFlag("ignore-eos")) gen.is_end_of_generation = [&tok](int32_t id) { return tok.IsEndOfGeneration(id); };
+
+  const int64_t total = static_cast<int64_t>(prompt.size()) + gen.max_new_tokens;
+  if (total > program->plan.pool.max_tokens) {
+    return Fail("run", absl::StrFormat("the prompt (%d tokens) plus -n %d exceeds the model's context of %d tokens",
+                                       prompt.size(), gen.max_new_tokens, program->plan.pool.max_tokens));
+  }
+  CpuExecutorOptions exec_options;
+  exec_options.threads = static_cast<int>(*threads);
+  exec_options.num_pages = (total + program->plan.pool.page_size - 1) / program->plan.pool.page_size;
+  absl::StatusOr<std::unique_ptr<CpuExecutor>> executor =
+      CpuExecutor::Create(program->plan, program->weights, exec_options);
+  if (!executor.ok()) return Fail("run", std::string(executor.status().message()));
+
+  StreamingDecoder decoder(tok);
+  const bool stream = format == "text";
+  if (stream) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+  absl::StatusOr<GenerateResult> result = Generate(**executor, prompt, gen, [&](int32_t id) {
+    if (!stream) return;
+    const std::string piece = decoder.Push(id);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  });
+  if (!result.ok()) return Fail("run", std::string(result.status().message()));
+  const std::string backend =
+      absl::StrFormat("cpu (%s, %d threads)", cpu::CpuIsaName(cpu::DetectCpuIsa()), (*executor)->threads());
+  const double prompt_tps = result->prompt_ids.size() / std::max(result->prompt_seconds, 1e-9);
+  const size_t decoded = result->ids.size() > 1 ? result->ids.size() - 1 : 0;  // the first comes from prefill
+  const double gen_tps = decoded / std::max(result->generate_seconds, 1e-9);
+  if (stream) {
+    const std::string rest = decoder.Finish();
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    std::printf("\n");
+    std::fprintf(stderr, "prompt: %zu tokens, %.2f tok/s | generation: %zu tokens, %.2f tok/s | backend: %s\n",
+                 result->prompt_ids.size(), prompt_tps, result->ids.size(), gen_tps, backend.c_str());
+    return 0;
+  }
+  JsonValue out = JsonValue::MakeObject();
+  out.Set("prompt_ids", IdArray(result->prompt_ids));
+  out.Set("ids", IdArray(result->ids));
+  out.Set("text", JsonValue::String(tok.Decode(result->ids)));
+  out.Set("stop_reason", JsonValue::String(result->stop_reason));
+  JsonValue timings = JsonValue::MakeObject();
+  timings.Set("prompt_seconds", JsonValue::Number(result->prompt_seconds));
+  timings.Set("generate_seconds", JsonValue::Number(result->generate_seconds));
+  timings.Set("prompt_tokens_per_second", JsonValue::Number(prompt_tps));
+  timings.Set("generate_tokens_per_second", JsonValue::Number(gen_tps));
+  out.Set("timings", std::move(timings));
+  out.Set("backend", JsonValue::String(backend));
+  std::printf("%s\n", ToJson(out).c_str());
+  return 0;
+}
+
+}  // namespace kiln::cli
