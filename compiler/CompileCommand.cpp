@@ -7,15 +7,19 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/CompileModel.h"
+#include "runtime/executor/artifact_export.h"
 #include "runtime/executor/plan.h"
+#include "runtime/util/json.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
 
 namespace kiln::cli {
 
-absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const std::string& quant) {
+absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const std::string& quant,
+                                              const std::string& overrides) {
   compiler::PipelineOptions options;
   options.quant = quant;
+  for (absl::string_view o : absl::StrSplit(overrides, ',', absl::SkipEmpty())) options.overrides.emplace_back(o);
   options.print_remarks = false;
   absl::StatusOr<compiler::CompiledModel> compiled = compiler::CompileModel(model, options);
   if (!compiled.ok()) return compiled.status();
@@ -25,8 +29,8 @@ absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const st
 int RunCompile(int argc, char** argv) {
   ArgParser args("compile", "Imports a model (GGUF file or Hugging Face folder), runs kiln's passes (fusion,\n"
                             "quantization, paged attention, memory planning, plan emission) and writes the\n"
-                            "artifact. The artifact writer and codegen have not landed yet: compile stops after\n"
-                            "the passes and says so; --dump-ir shows every stage.");
+                            "artifact (-o): metadata, final IR, plan, tokenizer and the weights in the storage\n"
+                            "the plan gives them. GPU kernels are not generated yet. --dump-ir shows every stage.");
   args.Positional("MODEL", "a .gguf file or a Hugging Face folder (config.json + safetensors)")
       .Option("output", "FILE", "artifact to write", "", "-o")
       .Option("target", "TARGET", "cpu | vulkan | cuda:sm_80 | cuda:sm_89 | cuda:sm_90", "cpu")
@@ -100,9 +104,26 @@ int RunCompile(int argc, char** argv) {
                 k + 1 < plan->buckets.size() ? "," : "\n");
   }
   if (!options.dump_dir.empty()) std::printf("IR after each pass written to %s/\n", options.dump_dir.c_str());
-  std::printf("stopped after the passes: the artifact writer and codegen have not landed yet, so no artifact%s "
-              "was written\n",
-              args.Has("output") ? (" (" + args.Get("output") + ")").c_str() : "");
+  if (!args.Has("output")) {
+    std::printf("no -o given: nothing written\n");
+    return 0;
+  }
+  JsonValue meta = JsonValue::MakeObject();
+  meta.Set("kiln_version", JsonValue::String(KILN_VERSION_STRING));
+  meta.Set("source", JsonValue::String(args.Get("MODEL")));
+  meta.Set("target", JsonValue::String(target));
+  meta.Set("pipeline", JsonValue::String(compiler::DescribePipeline(options)));
+  ArtifactContents contents{args.Get("MODEL"), compiled->plan_json, compiled->ir_text, ToJson(meta, true), target};
+  const std::string out = args.Get("output");
+  if (absl::Status s = WriteArtifact(out, contents, [](size_t done, size_t total) {
+        std::fprintf(stderr, "\rwriting weights %zu/%zu", done, total);
+        if (done == total) std::fprintf(stderr, "\n");
+      });
+      !s.ok()) {
+    return Fail("compile", std::string(s.message()));
+  }
+  std::printf("wrote %s (%s target: the CPU executes the plan; kernels for GPU targets are not generated yet)\n",
+              out.c_str(), target.c_str());
   return 0;
 }
 

@@ -2,6 +2,10 @@
 #include <map>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/artifact/artifact.h"
+#include "runtime/executor/plan.h"
+#include "runtime/executor/program.h"
 #include "runtime/formats/gguf.h"
 #include "runtime/model/model_config.h"
 #include "runtime/tokenizer/chat_template.h"
@@ -90,12 +94,67 @@ void PrintTensorSummary(const GgufFile& g) {
   }
 }
 
+int InspectArtifact(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<Artifact>> art = Artifact::Open(path);
+  if (!art.ok()) return Fail("inspect", std::string(art.status().message()));
+  const Artifact& a = **art;
+  absl::PrintF("file: %s (%s, kiln artifact v%d, %d sections, checksums verified)\n", path, HumanBytes(a.file_size()),
+               a.version(), a.sections().size());
+  absl::PrintF("sections:\n");
+  for (const ArtifactSection& s : a.sections()) {
+    absl::PrintF("  %-14s %-12s %12d bytes @ %-10d xxh64 %016x\n", SectionKindName(s.kind), s.name, s.bytes.size(),
+                 s.offset, s.checksum);
+  }
+  if (const ArtifactSection* meta = a.Find(SectionKind::kMetadata)) absl::PrintF("metadata: %s\n", meta->text());
+  const ArtifactSection* plan_section = a.Find(SectionKind::kPlan);
+  if (plan_section == nullptr) return Fail("inspect", path + ": no plan section");
+  absl::StatusOr<Plan> plan = ParsePlan(plan_section->text());
+  if (!plan.ok()) return Fail("inspect", absl::StrCat(path, ": ", plan.status().message()));
+  std::map<std::string, int> kernels;
+  for (const PlanLaunch& l : plan->launches) kernels[l.kernel]++;
+  absl::PrintF("plan: step function @%s, %d launches per step, %d weights\n", plan->function,
+               plan->launches.size(), plan->weights.size());
+  for (const auto& [kernel, count] : kernels) absl::PrintF("  %4d x %s\n", count, kernel);
+  absl::PrintF("memory plan (arena per batch bucket):");
+  for (size_t k = 0; k < plan->buckets.size(); ++k) {
+    absl::PrintF(" %d tok: %s%s", plan->buckets[k], HumanBytes(plan->arena_bytes[k]),
+                 k + 1 < plan->buckets.size() ? "," : "\n");
+  }
+  absl::PrintF("kv pool: %d layers x %d kv heads x %d head dim, pages of %d tokens, context %d\n", plan->pool.layers,
+               plan->pool.kv_heads, plan->pool.head_dim, plan->pool.page_size, plan->pool.max_tokens);
+  int kernel_sections = 0;
+  for (const ArtifactSection& s : a.sections()) {
+    if (s.kind == SectionKind::kKernels) {
+      absl::PrintF("kernels for %s: %s\n", s.name, HumanBytes(s.bytes.size()));
+      ++kernel_sections;
+    }
+  }
+  if (kernel_sections == 0) absl::PrintF("kernels: none (cpu only: the CPU backend executes the plan)\n");
+  std::map<std::string, std::pair<size_t, uint64_t>> by_storage;
+  uint64_t total = 0;
+  for (const ArtifactWeight& w : a.weights()) {
+    auto& e = by_storage[w.storage];
+    e.first++;
+    e.second += w.nbytes;
+    total += w.nbytes;
+  }
+  absl::PrintF("weights: %d tensors, %s\n", a.weights().size(), HumanBytes(total));
+  for (const auto& [storage, e] : by_storage) {
+    absl::PrintF("  %-10s %5d tensors %14d bytes (%s)\n", storage, e.first, e.second, HumanBytes(e.second));
+  }
+  // Weights stored differently from the source file, as the quantize policy chose.
+  for (const PlanWeight& w : plan->weights) {
+    if (!w.source.empty()) absl::PrintF("  repacked: %s %s -> %s\n", w.name, w.source, w.storage);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int RunInspect(int argc, char** argv) {
   ArgParser args("inspect", "Prints a model file's format, architecture and hyperparameters, tokenizer, and its\n"
                             "tensors grouped by storage type with their total bytes.");
-  args.Positional("MODEL", "a GGUF file")
+  args.Positional("MODEL", "a GGUF file or a .kiln artifact")
       .Flag("metadata", "also print every metadata key")
       .Flag("tensors", "also list every tensor");
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("inspect", std::string(s.message()));
@@ -104,6 +163,7 @@ int RunInspect(int argc, char** argv) {
     return 0;
   }
   const std::string path = args.Get("MODEL");
+  if (LooksLikeArtifact(path)) return InspectArtifact(path);
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
   if (!file.ok()) return Fail("inspect", std::string(file.status().message()));
   const GgufFile& g = **file;

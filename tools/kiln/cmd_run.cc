@@ -42,6 +42,7 @@ int RunRun(int argc, char** argv) {
       .Flag("chat", "wrap the prompt as a user turn of the model's chat template")
       .Option("system", "TEXT", "with --chat: a system message")
       .Option("quant", "TYPE", "when compiling a GGUF: weight storage policy (as kiln compile --quant)")
+      .Option("override", "LIST", "when compiling a GGUF: per-tensor storage, NAME_SUBSTRING=TYPE,...")
       .Option("threads", "N", "CPU threads (0: all cores)", "0")
       .Option("output-format", "FORMAT", "text (streamed) or json (one object at the end)", "text")
       .Flag("ignore-eos", "keep generating after an end-of-generation token");
@@ -79,7 +80,9 @@ int RunRun(int argc, char** argv) {
   const std::string model = args.Get("MODEL");
   absl::StatusOr<Program> program;
   if (LooksLikeArtifact(model)) {
-    if (args.Has("quant")) return Fail("run", "--quant applies when compiling a GGUF; this is a compiled artifact");
+    if (args.Has("quant") || args.Has("override")) {
+      return Fail("run", "--quant and --override apply when compiling a GGUF; this is a compiled artifact");
+    }
     program = LoadArtifactProgram(model);
   } else {
     if (g_compiler == nullptr) {
@@ -88,7 +91,7 @@ int RunRun(int argc, char** argv) {
     }
     std::fprintf(stderr, "kiln run: compiling %s in memory...", model.c_str());
     const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<std::string> plan = g_compiler(model, args.Get("quant"));
+    absl::StatusOr<std::string> plan = g_compiler(model, args.Get("quant"), args.Get("override"));
     if (!plan.ok()) {
       std::fprintf(stderr, "\n");
       return Fail("run", std::string(plan.status().message()));
@@ -133,9 +136,13 @@ int RunRun(int argc, char** argv) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   }
+  // The generated text is what streaming shows: a continuation keeps its
+  // leading space (as llama.cpp's pieces do).
+  std::string generated_text;
   absl::StatusOr<GenerateResult> result = Generate(**executor, prompt, gen, [&](int32_t id) {
-    if (!stream) return;
     const std::string piece = decoder.Push(id);
+    generated_text += piece;
+    if (!stream) return;
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   });
@@ -145,10 +152,12 @@ int RunRun(int argc, char** argv) {
   const double prompt_tps = result->prompt_ids.size() / std::max(result->prompt_seconds, 1e-9);
   const size_t decoded = result->ids.size() > 1 ? result->ids.size() - 1 : 0;  // the first comes from prefill
   const double gen_tps = decoded / std::max(result->generate_seconds, 1e-9);
+  const std::string rest = decoder.Finish();
+  generated_text += rest;
   if (stream) {
-    const std::string rest = decoder.Finish();
     std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::printf("\n");
+    std::fflush(stdout);
     std::fprintf(stderr, "prompt: %zu tokens, %.2f tok/s | generation: %zu tokens, %.2f tok/s | backend: %s\n",
                  result->prompt_ids.size(), prompt_tps, result->ids.size(), gen_tps, backend.c_str());
     return 0;
@@ -156,7 +165,7 @@ int RunRun(int argc, char** argv) {
   JsonValue out = JsonValue::MakeObject();
   out.Set("prompt_ids", IdArray(result->prompt_ids));
   out.Set("ids", IdArray(result->ids));
-  out.Set("text", JsonValue::String(tok.Decode(result->ids)));
+  out.Set("text", JsonValue::String(generated_text));
   out.Set("stop_reason", JsonValue::String(result->stop_reason));
   JsonValue timings = JsonValue::MakeObject();
   timings.Set("prompt_seconds", JsonValue::Number(result->prompt_seconds));

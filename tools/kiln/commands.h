@@ -15,11 +15,13 @@ int RunSynth(int argc, char** argv);
 int RunCompile(int argc, char** argv);
 int RunRun(int argc, char** argv);
 // Compiles a GGUF file or HF folder in memory to a kiln-plan-v1 JSON plan
-// with the given --quant policy. Only a kiln built with the compiler has one;
+// with the given --quant policy and comma-separated --override list. Only a kiln built with the compiler has one;
 // main() hands it to `run`.
-using InMemoryCompiler = absl::StatusOr<std::string> (*)(const std::string& model, const std::string& quant);
+using InMemoryCompiler = absl::StatusOr<std::string> (*)(const std::string& model, const std::string& quant,
+                                                         const std::string& overrides);
 void SetInMemoryCompiler(InMemoryCompiler compiler);
-absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const std::string& quant);
+absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const std::string& quant,
+                                              const std::string& overrides);
 // serve, bench: present in the CLI, not built yet.
 int RunUnbuilt(int argc, char** argv);
 

@@ -1,0 +1,171 @@
+// `kiln run` end to end: greedy output against llama.cpp's goldens through
+// both model forms (GGUF compiled in memory, .kiln artifact), the JSON
+// contract, and the errors for corrupted artifacts and over-long prompts.
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/util/json.h"
+#include "tests/test_support.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Quote;
+using testing::RunKiln;
+
+#ifndef KILN_OPT
+#define SKIP_WITHOUT_COMPILER() GTEST_SKIP() << "kiln was built without the compiler (KILN_BUILD_COMPILER=OFF)"
+#else
+#define SKIP_WITHOUT_COMPILER() (void)0
+#endif
+
+std::vector<int64_t> Ints(const JsonValue* a) {
+  std::vector<int64_t> out;
+  if (a == nullptr || !a->is_array()) return out;
+  for (const JsonValue& v : a->array()) out.push_back(v.int_value().value_or(-1));
+  return out;
+}
+
+// The one line of JSON in a command's output (stderr carries progress lines).
+absl::StatusOr<JsonValue> JsonLine(const std::string& output) {
+  size_t start = 0;
+  while (start < output.size()) {
+    const size_t end = output.find('\n', start);
+    const std::string line = output.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!line.empty() && line[0] == '{') return ParseJson(line);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return absl::NotFoundError("no JSON line in the output");
+}
+
+// What `kiln run --output-format json` prints, greedy.
+JsonValue RunJson(const std::string& model, const std::string& prompt, int n, const std::string& extra = "") {
+  const testing::CommandResult r = RunKiln("run " + Quote(model) + " -p " + Quote(prompt) + " -n " +
+                                           std::to_string(n) + " --temp 0 --output-format json " + extra);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  absl::StatusOr<JsonValue> j = JsonLine(r.output);
+  EXPECT_TRUE(j.ok()) << j.status() << "\n" << r.output;
+  return j.ok() ? *j : JsonValue();
+}
+
+TEST(KilnRun, GgufAndArtifactBothGiveTheGoldenIds) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  KILN_REQUIRE_TESTDATA(golden_path, "golden/stories260K/p03_one_day_a_cat.json");
+  absl::StatusOr<JsonValue> golden = ParseJson(testing::ReadFileOrDie(golden_path));
+  ASSERT_TRUE(golden.ok());
+  const std::vector<int64_t> want = Ints(golden->Find("generated_token_ids"));
+  const std::string prompt = golden->Find("prompt")->string_value();
+
+  const JsonValue direct = RunJson(model.string(), prompt, 64);
+  EXPECT_EQ(Ints(direct.Find("prompt_ids")), Ints(golden->Find("prompt_token_ids")));
+  EXPECT_EQ(Ints(direct.Find("ids")), want);
+  ASSERT_NE(direct.Find("text"), nullptr);
+  EXPECT_EQ(direct.Find("text")->string_value(), golden->Find("generated_text")->string_value());
+  ASSERT_NE(direct.Find("timings"), nullptr);
+  EXPECT_NE(direct.Find("timings")->Find("generate_tokens_per_second"), nullptr);
+
+  const std::filesystem::path dir = testing::ScratchDir("run_artifact");
+  const std::string art = (dir / "s.kiln").string();
+  const testing::CommandResult c = RunKiln("compile " + Quote(model.string()) + " -o " + Quote(art));
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_EQ(Ints(RunJson(art, prompt, 64).Find("ids")), want);
+}
+
+TEST(KilnRun, StreamsTextAndReportsSpeed) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  const testing::CommandResult r = RunKiln("run " + Quote(model.string()) + " -p 'Once upon a time' -n 16 --temp 0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("Once upon a time, there was a little girl named Lily."));
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("prompt: 5 tokens, [0-9.]+ tok/s \\| generation: 16 tokens"));
+  EXPECT_THAT(r.output, HasSubstr("backend: cpu"));
+}
+
+TEST(KilnRun, SeededSamplingIsReproducible) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  auto sample = [&](const std::string& seed) {
+    const testing::CommandResult r = RunKiln("run " + Quote(model.string()) +
+                                             " -p 'The little girl' -n 32 --temp 1 --output-format json --seed " +
+                                             seed);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    absl::StatusOr<JsonValue> j = JsonLine(r.output);
+    return j.ok() ? Ints(j->Find("ids")) : std::vector<int64_t>();
+  };
+  EXPECT_EQ(sample("7"), sample("7"));
+  EXPECT_NE(sample("7"), sample("8"));
+}
+
+TEST(KilnRun, CorruptedArtifactsAreRejectedByName) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  const std::filesystem::path dir = testing::ScratchDir("run_corrupt");
+  const std::string art = (dir / "s.kiln").string();
+  ASSERT_EQ(RunKiln("compile " + Quote(model.string()) + " -o " + Quote(art)).exit_code, 0);
+  const std::string bytes = testing::ReadFileOrDie(art);
+
+  std::string flipped = bytes;
+  flipped[flipped.size() - 1000] ^= 0x01;  // inside the weights, the last section
+  const std::string bad = (dir / "flipped.kiln").string();
+  testing::WriteBinaryFile(bad, flipped);
+  testing::CommandResult r = RunKiln("run " + Quote(bad) + " -p 'Once' -n 4 --temp 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("weights"));
+  EXPECT_THAT(r.output, HasSubstr("checksum"));
+
+  const std::string cut = (dir / "cut.kiln").string();
+  testing::WriteBinaryFile(cut, bytes.substr(0, bytes.size() / 2));
+  r = RunKiln("run " + Quote(cut) + " -p 'Once' -n 4 --temp 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("truncat|past the end|out of bounds"));
+  r = RunKiln("inspect " + Quote(cut));
+  EXPECT_EQ(r.exit_code, 1);
+}
+
+TEST(KilnRun, PromptLongerThanTheContextIsAnError) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  testing::CommandResult r = RunKiln("run " + Quote(model.string()) + " -p 'Once upon a time' -n 2048 --temp 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("the prompt (5 tokens) plus -n 2048 exceeds the model's context of 2048 tokens"));
+  std::string long_prompt;
+  for (int k = 0; k < 1200; ++k) long_prompt += "the cat ";
+  r = RunKiln("run " + Quote(model.string()) + " -p " + Quote(long_prompt) + " -n 1 --temp 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("the prompt \\([0-9]+ tokens\\) plus -n 1 exceeds the model's "
+                                                 "context of 2048 tokens"));
+}
+
+TEST(KilnRun, QuantizedArtifactSaysWhatFellBack) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  const std::filesystem::path dir = testing::ScratchDir("run_quant");
+  const std::string art = (dir / "q.kiln").string();
+  ASSERT_EQ(RunKiln("compile " + Quote(model.string()) + " --quant q4_k -o " + Quote(art)).exit_code, 0);
+  const testing::CommandResult r = RunKiln("inspect " + Quote(art));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Rows of 64 and 172 are not whole q4_K blocks of 256: q8_0 and f16 instead.
+  EXPECT_THAT(r.output, HasSubstr("repacked: blk.0.attn_q.weight f32 -> q8_0"));
+  EXPECT_THAT(r.output, HasSubstr("repacked: blk.0.ffn_down.weight f32 -> f16"));
+  const JsonValue out = RunJson(art, "Once upon a time", 8);
+  EXPECT_EQ(Ints(out.Find("ids")).size(), 8u);
+}
+
+TEST(KilnRun, SmolLM2AnswersAndQ4_1MatchesF32ForSixteenTokens) {
+  SKIP_WITHOUT_COMPILER();
+  const std::filesystem::path model = testing::ModelCacheDir() / "SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << model << " not fetched";
+  const JsonValue native = RunJson(model.string(), "What is the capital of France?", 16, "--chat");
+  ASSERT_NE(native.Find("text"), nullptr);
+  EXPECT_THAT(native.Find("text")->string_value(), HasSubstr("Paris"));
+  // Every tensor dequantised to f32 at load ('.' is in every tensor name).
+  const JsonValue f32 = RunJson(model.string(), "What is the capital of France?", 16, "--chat --override .=f32");
+  EXPECT_EQ(Ints(native.Find("ids")), Ints(f32.Find("ids")));
+}
+
+}  // namespace
+}  // namespace kiln
