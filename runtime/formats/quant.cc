@@ -663,15 +663,14 @@ absl::Status CheckGrouped(const char* op, GroupedKind kind, int64_t group, size_
         "%s %s: group size must be a positive multiple of 8, got %d", op, name, group));
   }
   if (elems % static_cast<size_t>(group) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s %s: %d elements is not a whole number of %d-element groups", op, name,
-                        elems, group));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s %s: %d elements is not a whole number of %d-element groups", op, name, elems, group));
   }
   const std::optional<uint64_t> want = GroupedRowBytes(kind, group, elems);
   if (!want || *want != bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s %s (group %d): %d elements take %d bytes, but the buffer holds %d bytes",
-                        op, name, group, elems, want.value_or(0), bytes));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s %s (group %d): %d elements take %d bytes, but the buffer holds %d bytes", op, name,
+        group, elems, want.value_or(0), bytes));
   }
   return absl::OkStatus();
 }

@@ -710,7 +710,8 @@ TEST(GroupedBlockTest, Int4HandBuilt) {
     for (int i = 0; i < group / 2; ++i) {
       const uint8_t byte = Pattern(i + 8 * g);
       EXPECT_EQ(y[group * g + 2 * i], d[g] * static_cast<float>(byte & 15) + m[g]) << g << " " << i;
-      EXPECT_EQ(y[group * g + 2 * i + 1], d[g] * static_cast<float>(byte >> 4) + m[g]) << g << " " << i;
+      EXPECT_EQ(y[group * g + 2 * i + 1], d[g] * static_cast<float>(byte >> 4) + m[g])
+          << g << " " << i;
     }
   }
   // By hand: Pattern(0) = 0x29, so element 0 is 0.5 * 9 - 3 and element 1 is 0.5 * 2 - 3.
@@ -764,7 +765,8 @@ TEST_P(GroupedRoundTripTest, GaussianWithinBound) {
     for (uint32_t seed : {1u, 2u, 3u}) {
       const size_t n = static_cast<size_t>(c.group * groups);
       const std::vector<float> x = Gaussian(n, seed * 104729 + static_cast<uint32_t>(n));
-      const double err = RelL2(x, DecodeGrouped(c.kind, c.group, EncodeGrouped(c.kind, c.group, x), n));
+      const double err =
+          RelL2(x, DecodeGrouped(c.kind, c.group, EncodeGrouped(c.kind, c.group, x), n));
       worst = std::max(worst, err);
       EXPECT_LE(err, c.bound) << "n=" << n << " seed=" << seed;
       // Shifting the data is absorbed by m; scaling it, by d.
@@ -786,14 +788,14 @@ TEST_P(GroupedRoundTripTest, GaussianWithinBound) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllGroups, GroupedRoundTripTest,
-    ::testing::Values(GroupedRoundTripCase{GroupedKind::kInt4, 8, 0.070},     // measured 0.060
-                      GroupedRoundTripCase{GroupedKind::kInt4, 32, 0.090},    // measured 0.077
-                      GroupedRoundTripCase{GroupedKind::kInt4, 64, 0.110},    // measured 0.095
-                      GroupedRoundTripCase{GroupedKind::kInt4, 128, 0.135},   // measured 0.118
-                      GroupedRoundTripCase{GroupedKind::kInt2, 8, 0.34},      // measured 0.296
-                      GroupedRoundTripCase{GroupedKind::kInt2, 32, 0.38},     // measured 0.329
-                      GroupedRoundTripCase{GroupedKind::kInt2, 64, 0.44},     // measured 0.381
-                      GroupedRoundTripCase{GroupedKind::kInt2, 128, 0.46}),   // measured 0.401
+    ::testing::Values(GroupedRoundTripCase{GroupedKind::kInt4, 8, 0.070},    // measured 0.060
+                      GroupedRoundTripCase{GroupedKind::kInt4, 32, 0.090},   // measured 0.077
+                      GroupedRoundTripCase{GroupedKind::kInt4, 64, 0.110},   // measured 0.095
+                      GroupedRoundTripCase{GroupedKind::kInt4, 128, 0.135},  // measured 0.118
+                      GroupedRoundTripCase{GroupedKind::kInt2, 8, 0.34},     // measured 0.296
+                      GroupedRoundTripCase{GroupedKind::kInt2, 32, 0.38},    // measured 0.329
+                      GroupedRoundTripCase{GroupedKind::kInt2, 64, 0.44},    // measured 0.381
+                      GroupedRoundTripCase{GroupedKind::kInt2, 128, 0.46}),  // measured 0.401
     [](const ::testing::TestParamInfo<GroupedRoundTripCase>& info) {
       return std::string(GroupedKindName(info.param.kind)) + "_g" +
              std::to_string(info.param.group);
@@ -837,9 +839,10 @@ TEST(GroupedErrorTest, RejectsBadGroupsAndSizes) {
   EXPECT_NE(st.message().find("int4"), std::string_view::npos) << st;
   // Byte count off by one either way; nothing written.
   std::vector<float> untouched(64, 7.0f);
-  EXPECT_EQ(DequantizeGrouped(GroupedKind::kInt4, 32, std::span<const uint8_t>(b).first(39), untouched)
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      DequantizeGrouped(GroupedKind::kInt4, 32, std::span<const uint8_t>(b).first(39), untouched)
+          .code(),
+      absl::StatusCode::kInvalidArgument);
   std::vector<uint8_t> big(b.size() + 1);
   EXPECT_EQ(DequantizeGrouped(GroupedKind::kInt4, 32, big, untouched).code(),
             absl::StatusCode::kInvalidArgument);

@@ -1,0 +1,74 @@
+#include "runtime/cpu/matmul.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_format.h"
+#include "runtime/cpu/row_dot.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Rows per parallel chunk, and tokens per pass over a chunk: a chunk's
+// weight rows are re-read for every token tile, so the tile keeps x in cache
+// while the rows are decoded again.
+constexpr int64_t kRowChunk = 16;
+constexpr int64_t kTokenTile = 16;
+
+RowDotFn FindRowDot(const WeightStorage& s, CpuIsa isa) {
+  if (s.grouped) return GroupedRowDot(*s.grouped, isa);
+  for (RowDotFn (*family)(GgmlType, CpuIsa) : {FloatRowDot, LegacyRowDot, KQuantRowDot}) {
+    if (RowDotFn fn = family(s.ggml, isa)) return fn;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+CpuIsa MatmulIsa(const WeightStorage& storage, CpuIsa requested) {
+  if (requested == CpuIsa::kAvx2 && DetectCpuIsa() == CpuIsa::kAvx2 && IsSupported(storage) &&
+      FindRowDot(storage, CpuIsa::kAvx2) != nullptr) {
+    return CpuIsa::kAvx2;
+  }
+  return CpuIsa::kScalar;
+}
+
+absl::Status Matmul(const float* x, int64_t tokens, const WeightMatrix& w, float* y,
+                    ThreadPool& pool, CpuIsa isa) {
+  if (!IsSupported(w.storage)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Matmul: storage %s is not supported", w.storage.Name()));
+  }
+  if (tokens < 0 || w.rows < 0 || w.cols < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Matmul: negative size (tokens %d, rows %d, cols %d)", tokens, w.rows, w.cols));
+  }
+  const std::optional<uint64_t> row_bytes = w.storage.RowBytes(w.cols);
+  if (!row_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Matmul: %d columns is not a whole number of %s blocks of %d", w.cols,
+                        w.storage.Name(), w.storage.block_elems()));
+  }
+  if (tokens == 0 || w.rows == 0) return absl::OkStatus();
+  if (w.cols == 0) {
+    std::fill(y, y + tokens * w.rows, 0.0f);
+    return absl::OkStatus();
+  }
+  if (x == nullptr || y == nullptr || w.data == nullptr) {
+    return absl::InvalidArgumentError("Matmul: null buffer");
+  }
+  const RowDotFn dot = FindRowDot(w.storage, MatmulIsa(w.storage, isa));
+  const int64_t k = w.cols, n = w.rows, stride = static_cast<int64_t>(*row_bytes);
+  const int64_t group = w.storage.group;
+  pool.ParallelFor(n, kRowChunk, [&](int64_t begin, int64_t end) {
+    for (int64_t t0 = 0; t0 < tokens; t0 += kTokenTile) {
+      const int64_t tile = std::min(kTokenTile, tokens - t0);
+      for (int64_t r = begin; r < end; ++r) {
+        dot(w.data + r * stride, k, group, x + t0 * k, k, tile, y + t0 * n + r, n);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace kiln::cpu
