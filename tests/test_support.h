@@ -65,3 +65,11 @@ std::string F32Bytes(const std::vector<float>& values);
 void WriteBinaryFile(const std::filesystem::path& path, const std::string& bytes);
 
 }  // namespace kiln::testing
+
+// Skips a test that needs the compiler in a kiln built without it (tests
+// get KILN_OPT, the kiln-opt path, when the compiler is built).
+#ifndef KILN_OPT
+#define SKIP_WITHOUT_COMPILER() GTEST_SKIP() << "kiln was built without the compiler (KILN_BUILD_COMPILER=OFF)"
+#else
+#define SKIP_WITHOUT_COMPILER() (void)0
+#endif

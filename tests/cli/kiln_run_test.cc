@@ -15,12 +15,6 @@ using ::testing::HasSubstr;
 using testing::Quote;
 using testing::RunKiln;
 
-#ifndef KILN_OPT
-#define SKIP_WITHOUT_COMPILER() GTEST_SKIP() << "kiln was built without the compiler (KILN_BUILD_COMPILER=OFF)"
-#else
-#define SKIP_WITHOUT_COMPILER() (void)0
-#endif
-
 std::vector<int64_t> Ints(const JsonValue* a) {
   std::vector<int64_t> out;
   if (a == nullptr || !a->is_array()) return out;
