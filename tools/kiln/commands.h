@@ -22,7 +22,7 @@ using InMemoryCompiler = absl::StatusOr<std::string> (*)(const std::string& mode
 void SetInMemoryCompiler(InMemoryCompiler compiler);
 absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const std::string& quant,
                                               const std::string& overrides);
-// serve, bench: present in the CLI, not built yet.
+// serve, bench: present in the CLI, not built yet; compile without the compiler.
 int RunUnbuilt(int argc, char** argv);
 
 }  // namespace kiln::cli
