@@ -25,10 +25,10 @@ absl::Status CheckCapacity(const CpuExecutor& executor, int64_t total_tokens) {
   return absl::OkStatus();
 }
 
-// Runs tokens [begin, end) of `ids` (positions begin..end-1) as one step;
-// `logit_rows` are relative to begin.
-absl::StatusOr<std::span<const float>> RunChunk(CpuExecutor& executor, std::span<const int32_t> ids, int64_t begin,
-                                                int64_t end, std::vector<int32_t> logit_rows) {
+}  // namespace
+
+absl::StatusOr<std::span<const float>> StepSequence(CpuExecutor& executor, std::span<const int32_t> ids,
+                                                    int64_t begin, int64_t end, std::vector<int32_t> logit_rows) {
   StepBatch batch;
   batch.tokens.assign(ids.begin() + begin, ids.begin() + end);
   for (int64_t p = begin; p < end; ++p) batch.positions.push_back(static_cast<int32_t>(p));
@@ -40,8 +40,6 @@ absl::StatusOr<std::span<const float>> RunChunk(CpuExecutor& executor, std::span
   batch.logit_rows = std::move(logit_rows);
   return executor.Step(batch);
 }
-
-}  // namespace
 
 absl::StatusOr<GenerateResult> Generate(CpuExecutor& executor, std::span<const int32_t> prompt,
                                         const GenerateOptions& options, const std::function<void(int32_t)>& on_token) {
@@ -64,7 +62,7 @@ absl::StatusOr<GenerateResult> Generate(CpuExecutor& executor, std::span<const i
   for (int64_t begin = 0; begin < static_cast<int64_t>(seq.size()); begin += chunk) {
     const int64_t end = std::min<int64_t>(begin + chunk, seq.size());
     absl::StatusOr<std::span<const float>> out =
-        RunChunk(executor, seq, begin, end, {static_cast<int32_t>(end - begin - 1)});
+        StepSequence(executor, seq, begin, end, {static_cast<int32_t>(end - begin - 1)});
     if (!out.ok()) return out.status();
     logits = *out;
   }
@@ -84,7 +82,7 @@ absl::StatusOr<GenerateResult> Generate(CpuExecutor& executor, std::span<const i
     if (n + 1 == options.max_new_tokens) break;
     seq.push_back(next->token);
     const int64_t pos = static_cast<int64_t>(seq.size()) - 1;
-    absl::StatusOr<std::span<const float>> out = RunChunk(executor, seq, pos, pos + 1, {0});
+    absl::StatusOr<std::span<const float>> out = StepSequence(executor, seq, pos, pos + 1, {0});
     if (!out.ok()) return out.status();
     logits = *out;
   }
@@ -101,7 +99,7 @@ absl::StatusOr<std::vector<float>> ForwardAllPositions(CpuExecutor& executor, st
     const int64_t end = std::min<int64_t>(begin + chunk, ids.size());
     std::vector<int32_t> rows;
     for (int64_t r = 0; r < end - begin; ++r) rows.push_back(static_cast<int32_t>(r));
-    absl::StatusOr<std::span<const float>> out = RunChunk(executor, ids, begin, end, std::move(rows));
+    absl::StatusOr<std::span<const float>> out = StepSequence(executor, ids, begin, end, std::move(rows));
     if (!out.ok()) return out.status();
     all.insert(all.end(), out->begin(), out->end());
   }

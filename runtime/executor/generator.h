@@ -37,6 +37,15 @@ absl::StatusOr<GenerateResult> Generate(CpuExecutor& executor, std::span<const i
                                         const GenerateOptions& options,
                                         const std::function<void(int32_t)>& on_token = nullptr);
 
+// One step of a lone sequence that owns pages 0, 1, ... of the pool: runs
+// ids[begin, end) at positions begin..end-1 (the cache must already hold
+// positions 0..begin-1) and returns the logits of `logit_rows` (relative to
+// begin), [rows, n_vocab]. Positions past `end` left in the cache by an
+// earlier step are simply overwritten later: rolling a sequence back is
+// running it from a smaller `begin`.
+absl::StatusOr<std::span<const float>> StepSequence(CpuExecutor& executor, std::span<const int32_t> ids,
+                                                    int64_t begin, int64_t end, std::vector<int32_t> logit_rows);
+
 // Teacher forcing: the logits after every position of `ids`, [ids.size(), n_vocab].
 absl::StatusOr<std::vector<float>> ForwardAllPositions(CpuExecutor& executor, std::span<const int32_t> ids);
 

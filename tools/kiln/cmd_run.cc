@@ -5,6 +5,8 @@
 #include "runtime/cpu/cpu_isa.h"
 #include "runtime/executor/generator.h"
 #include "runtime/executor/program.h"
+#include "runtime/executor/speculative.h"
+#include "absl/strings/str_cat.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/streaming_decoder.h"
 #include "runtime/util/json.h"
@@ -45,7 +47,10 @@ int RunRun(int argc, char** argv) {
       .Option("override", "LIST", "when compiling a GGUF: per-tensor storage, NAME_SUBSTRING=TYPE,...")
       .Option("threads", "N", "CPU threads (0: all cores)", "0")
       .Option("output-format", "FORMAT", "text (streamed) or json (one object at the end)", "text")
-      .Flag("ignore-eos", "keep generating after an end-of-generation token");
+      .Flag("ignore-eos", "keep generating after an end-of-generation token")
+      .Option("draft", "MODEL", "speculative decoding with this smaller model (same vocabulary) as the draft")
+      .Flag("lookup", "speculative decoding with n-gram lookup in the prompt and the text so far as the draft")
+      .Option("draft-max", "N", "longest draft per step (the draft length adapts below it)", "8");
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("run", std::string(s.message()));
   if (args.help_requested()) {
     std::printf("%s", args.Help().c_str());
@@ -77,30 +82,48 @@ int RunRun(int argc, char** argv) {
   gen.sampling.seed = static_cast<uint64_t>(*seed);
   if (absl::Status s = ValidateSamplingParams(gen.sampling); !s.ok()) return Fail("run", std::string(s.message()));
 
-  const std::string model = args.Get("MODEL");
-  absl::StatusOr<Program> program;
-  if (LooksLikeArtifact(model)) {
-    if (args.Has("quant") || args.Has("override")) {
-      return Fail("run", "--quant and --override apply when compiling a GGUF; this is a compiled artifact");
+  auto load = [&](const std::string& model, bool with_policy) -> absl::StatusOr<Program> {
+    if (LooksLikeArtifact(model)) {
+      if (with_policy && (args.Has("quant") || args.Has("override"))) {
+        return absl::InvalidArgumentError(
+            "--quant and --override apply when compiling a GGUF; this is a compiled artifact");
+      }
+      return LoadArtifactProgram(model);
     }
-    program = LoadArtifactProgram(model);
-  } else {
     if (g_compiler == nullptr) {
-      return Fail("run", "this kiln was built without the compiler: compile the model elsewhere (kiln compile -o "
-                         "model.kiln) and run the artifact");
+      return absl::FailedPreconditionError(
+          "this kiln was built without the compiler: compile the model elsewhere (kiln compile -o model.kiln) and "
+          "run the artifact");
     }
     std::fprintf(stderr, "kiln run: compiling %s in memory...", model.c_str());
     const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<std::string> plan = g_compiler(model, args.Get("quant"), args.Get("override"));
-    if (!plan.ok()) {
-      std::fprintf(stderr, "\n");
-      return Fail("run", std::string(plan.status().message()));
-    }
-    std::fprintf(stderr, " done (%.2f s)\n",
+    absl::StatusOr<std::string> plan =
+        g_compiler(model, with_policy ? args.Get("quant") : "", with_policy ? args.Get("override") : "");
+    std::fprintf(stderr, plan.ok() ? " done (%.2f s)\n" : "\n",
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    program = LoadGgufProgram(model, *plan);
-  }
+    if (!plan.ok()) return plan.status();
+    return LoadGgufProgram(model, *plan);
+  };
+  const std::string model = args.Get("MODEL");
+  absl::StatusOr<Program> program = load(model, true);
   if (!program.ok()) return Fail("run", std::string(program.status().message()));
+  if (args.Has("draft") && args.GetFlag("lookup")) return Fail("run", "choose one of --draft and --lookup");
+  absl::StatusOr<int64_t> draft_max = args.GetInt("draft-max");
+  if (!draft_max.ok() || *draft_max < 1) return Fail("run", "--draft-max must be a positive integer");
+  absl::StatusOr<Program> draft_program = absl::NotFoundError("no draft");
+  if (args.Has("draft")) {
+    draft_program = load(args.Get("draft"), false);
+    if (!draft_program.ok()) return Fail("run", std::string(draft_program.status().message()));
+    const Tokenizer& a = *program->tokenizer;
+    const Tokenizer& b = *draft_program->tokenizer;
+    bool same = a.vocab_size() == b.vocab_size();
+    for (int32_t id = 0; same && id < a.vocab_size(); ++id) same = a.token_text(id) == b.token_text(id);
+    if (!same) {
+      return Fail("run", absl::StrFormat("the draft's vocabulary (%d tokens) differs from the target's (%d tokens): "
+                                         "speculative decoding needs the same vocabulary",
+                                         b.vocab_size(), a.vocab_size()));
+    }
+  }
   const Tokenizer& tok = *program->tokenizer;
 
   std::string text = args.Get("prompt");
@@ -139,13 +162,38 @@ int RunRun(int argc, char** argv) {
   // The generated text is what streaming shows: a continuation keeps its
   // leading space (as llama.cpp's pieces do).
   std::string generated_text;
-  absl::StatusOr<GenerateResult> result = Generate(**executor, prompt, gen, [&](int32_t id) {
+  auto on_token = [&](int32_t id) {
     const std::string piece = decoder.Push(id);
     generated_text += piece;
     if (!stream) return;
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
-  });
+  };
+  absl::StatusOr<GenerateResult> result;
+  std::optional<SpeculativeStats> spec_stats;
+  std::unique_ptr<CpuExecutor> draft_executor;
+  if (args.Has("draft") || args.GetFlag("lookup")) {
+    std::unique_ptr<DraftSource> source;
+    if (args.Has("draft")) {
+      CpuExecutorOptions draft_options = exec_options;
+      draft_options.num_pages =
+          (total + *draft_max + draft_program->plan.pool.page_size) / draft_program->plan.pool.page_size;
+      absl::StatusOr<std::unique_ptr<CpuExecutor>> d =
+          CpuExecutor::Create(draft_program->plan, draft_program->weights, draft_options);
+      if (!d.ok()) return Fail("run", absl::StrCat("draft: ", d.status().message()));
+      draft_executor = *std::move(d);
+      source = std::make_unique<DraftModel>(*draft_executor, gen.sampling);
+    } else {
+      source = std::make_unique<NgramLookupDraft>();
+    }
+    SpeculativeOptions spec{gen, static_cast<int>(*draft_max)};
+    absl::StatusOr<SpeculativeResult> r = GenerateSpeculative(**executor, *source, prompt, spec, on_token);
+    if (!r.ok()) return Fail("run", std::string(r.status().message()));
+    spec_stats = r->stats;
+    result = std::move(r->result);
+  } else {
+    result = Generate(**executor, prompt, gen, on_token);
+  }
   if (!result.ok()) return Fail("run", std::string(result.status().message()));
   const std::string backend =
       absl::StrFormat("cpu (%s, %d threads)", cpu::CpuIsaName(cpu::DetectCpuIsa()), (*executor)->threads());
@@ -160,6 +208,12 @@ int RunRun(int argc, char** argv) {
     std::fflush(stdout);
     std::fprintf(stderr, "prompt: %zu tokens, %.2f tok/s | generation: %zu tokens, %.2f tok/s | backend: %s\n",
                  result->prompt_ids.size(), prompt_tps, result->ids.size(), gen_tps, backend.c_str());
+    if (spec_stats) {
+      std::fprintf(stderr, "speculative: %lld drafted, %lld accepted (%.1f%%), %.2f accepted per step over %lld steps\n",
+                   static_cast<long long>(spec_stats->drafted), static_cast<long long>(spec_stats->accepted),
+                   100 * spec_stats->acceptance_rate(), spec_stats->mean_accepted_length(),
+                   static_cast<long long>(spec_stats->steps));
+    }
     return 0;
   }
   JsonValue out = JsonValue::MakeObject();
@@ -174,6 +228,16 @@ int RunRun(int argc, char** argv) {
   timings.Set("generate_tokens_per_second", JsonValue::Number(gen_tps));
   out.Set("timings", std::move(timings));
   out.Set("backend", JsonValue::String(backend));
+  if (spec_stats) {
+    JsonValue spec = JsonValue::MakeObject();
+    spec.Set("draft", JsonValue::String(args.Has("draft") ? args.Get("draft") : "ngram-lookup"));
+    spec.Set("steps", JsonValue::Int(spec_stats->steps));
+    spec.Set("drafted", JsonValue::Int(spec_stats->drafted));
+    spec.Set("accepted", JsonValue::Int(spec_stats->accepted));
+    spec.Set("acceptance_rate", JsonValue::Number(spec_stats->acceptance_rate()));
+    spec.Set("mean_accepted_length", JsonValue::Number(spec_stats->mean_accepted_length()));
+    out.Set("speculative", std::move(spec));
+  }
   std::printf("%s\n", ToJson(out).c_str());
   return 0;
 }
