@@ -45,6 +45,10 @@ void Scheduler::Cancel(int64_t id) {
   if (auto it = sequences_.find(id); it != sequences_.end()) it->second->cancelled = true;
 }
 
+void Scheduler::FailAll(const std::string& reason) {
+  while (!sequences_.empty()) Finish(*sequences_.begin()->second, reason);
+}
+
 void Scheduler::Finish(Sequence& seq, const std::string& reason) {
   if (pages_.Contains(seq.id)) (void)pages_.Free(seq.id);
   running_.erase(std::remove(running_.begin(), running_.end(), seq.id), running_.end());

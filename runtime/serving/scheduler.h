@@ -53,6 +53,9 @@ class Scheduler {
   // prompt plus max_tokens longer than the context, bad sampling parameters.
   absl::StatusOr<int64_t> Submit(ScheduledRequest request);
   void Cancel(int64_t id);
+  // Ends every request with `reason` (after a step failed: never leave a
+  // client waiting).
+  void FailAll(const std::string& reason);
   // Runs one step if any request is waiting or running; false when idle.
   absl::StatusOr<bool> Step();
   bool idle() const { return running_.empty() && waiting_.empty(); }

@@ -12,11 +12,10 @@
 #include "runtime/util/json.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/load_program.h"
 
 namespace kiln::cli {
 namespace {
-
-InMemoryCompiler g_compiler = nullptr;
 
 JsonValue IdArray(const std::vector<int32_t>& ids) {
   JsonValue a = JsonValue::MakeArray();
@@ -25,8 +24,6 @@ JsonValue IdArray(const std::vector<int32_t>& ids) {
 }
 
 }  // namespace
-
-void SetInMemoryCompiler(InMemoryCompiler compiler) { g_compiler = compiler; }
 
 int RunRun(int argc, char** argv) {
   ArgParser args("run", "Generates text with a model on the CPU backend. MODEL is a compiled artifact (.kiln)\n"
@@ -82,37 +79,15 @@ int RunRun(int argc, char** argv) {
   gen.sampling.seed = static_cast<uint64_t>(*seed);
   if (absl::Status s = ValidateSamplingParams(gen.sampling); !s.ok()) return Fail("run", std::string(s.message()));
 
-  auto load = [&](const std::string& model, bool with_policy) -> absl::StatusOr<Program> {
-    if (LooksLikeArtifact(model)) {
-      if (with_policy && (args.Has("quant") || args.Has("override"))) {
-        return absl::InvalidArgumentError(
-            "--quant and --override apply when compiling a GGUF; this is a compiled artifact");
-      }
-      return LoadArtifactProgram(model);
-    }
-    if (g_compiler == nullptr) {
-      return absl::FailedPreconditionError(
-          "this kiln was built without the compiler: compile the model elsewhere (kiln compile -o model.kiln) and "
-          "run the artifact");
-    }
-    std::fprintf(stderr, "kiln run: compiling %s in memory...", model.c_str());
-    const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<std::string> plan =
-        g_compiler(model, with_policy ? args.Get("quant") : "", with_policy ? args.Get("override") : "");
-    std::fprintf(stderr, plan.ok() ? " done (%.2f s)\n" : "\n",
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    if (!plan.ok()) return plan.status();
-    return LoadGgufProgram(model, *plan);
-  };
   const std::string model = args.Get("MODEL");
-  absl::StatusOr<Program> program = load(model, true);
+  absl::StatusOr<Program> program = LoadProgram(model, args.Get("quant"), args.Get("override"));
   if (!program.ok()) return Fail("run", std::string(program.status().message()));
   if (args.Has("draft") && args.GetFlag("lookup")) return Fail("run", "choose one of --draft and --lookup");
   absl::StatusOr<int64_t> draft_max = args.GetInt("draft-max");
   if (!draft_max.ok() || *draft_max < 1) return Fail("run", "--draft-max must be a positive integer");
   absl::StatusOr<Program> draft_program = absl::NotFoundError("no draft");
   if (args.Has("draft")) {
-    draft_program = load(args.Get("draft"), false);
+    draft_program = LoadProgram(args.Get("draft"));
     if (!draft_program.ok()) return Fail("run", std::string(draft_program.status().message()));
     const Tokenizer& a = *program->tokenizer;
     const Tokenizer& b = *draft_program->tokenizer;

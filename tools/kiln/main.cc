@@ -20,7 +20,7 @@ constexpr Command kCommands[] = {
     {"compile", "compile a model (this kiln was built without the compiler)", kiln::cli::RunUnbuilt},
 #endif
     {"run", "generate text with a model on the CPU", kiln::cli::RunRun},
-    {"serve", "serve a compiled model over an OpenAI-compatible HTTP API (not built yet)", kiln::cli::RunUnbuilt},
+    {"serve", "serve a model over an OpenAI-compatible HTTP API", kiln::cli::RunServe},
     {"bench", "measure prefill and decode speed (not built yet)", kiln::cli::RunUnbuilt},
     {"inspect", "print a model file's architecture, tokenizer and tensors", kiln::cli::RunInspect},
     {"tokenize", "print the token ids of a text", kiln::cli::RunTokenize},

@@ -1,0 +1,40 @@
+// The serving engine: one thread owns the scheduler (which is not
+// thread-safe) and runs steps while there is work; HTTP handler threads
+// submit requests and cancel them through it.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/serving/scheduler.h"
+
+namespace kiln {
+
+class Engine {
+ public:
+  Engine(CpuExecutor& executor, KvPageManager& pages, SchedulerOptions options);
+  ~Engine();  // Stop()
+
+  absl::StatusOr<int64_t> Submit(ScheduledRequest request);
+  void Cancel(int64_t id);
+  void Stop();
+
+  SchedulerStats stats() const;
+  KvPageStats page_stats() const;
+
+ private:
+  void Loop();
+
+  KvPageManager& pages_;
+  Scheduler scheduler_;
+  mutable std::mutex mu_;  // guards scheduler_ and pages_
+  std::condition_variable work_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace kiln

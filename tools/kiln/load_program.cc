@@ -1,0 +1,37 @@
+#include "tools/kiln/load_program.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "tools/kiln/commands.h"
+
+namespace kiln::cli {
+namespace {
+InMemoryCompiler g_compiler = nullptr;
+}  // namespace
+
+void SetInMemoryCompiler(InMemoryCompiler compiler) { g_compiler = compiler; }
+
+absl::StatusOr<Program> LoadProgram(const std::string& model, const std::string& quant, const std::string& overrides) {
+  if (LooksLikeArtifact(model)) {
+    if (!quant.empty() || !overrides.empty()) {
+      return absl::InvalidArgumentError(
+          "--quant and --override apply when compiling a GGUF; this is a compiled artifact");
+    }
+    return LoadArtifactProgram(model);
+  }
+  if (g_compiler == nullptr) {
+    return absl::FailedPreconditionError(
+        "this kiln was built without the compiler: compile the model elsewhere (kiln compile -o model.kiln) and run "
+        "the artifact");
+  }
+  std::fprintf(stderr, "kiln: compiling %s in memory...", model.c_str());
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::string> plan = g_compiler(model, quant, overrides);
+  std::fprintf(stderr, plan.ok() ? " done (%.2f s)\n" : "\n",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (!plan.ok()) return plan.status();
+  return LoadGgufProgram(model, *plan);
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,18 @@
+// Loading a model for run and serve: a .kiln artifact directly, or a GGUF
+// file (or HF folder) compiled in memory when this kiln has the compiler.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "runtime/executor/program.h"
+
+namespace kiln::cli {
+
+// `quant`/`overrides` apply only when compiling (an artifact is already
+// compiled: asking for them there is an error). Prints a progress line to
+// stderr while compiling.
+absl::StatusOr<Program> LoadProgram(const std::string& model, const std::string& quant = "",
+                                    const std::string& overrides = "");
+
+}  // namespace kiln::cli
