@@ -184,6 +184,19 @@ void OpenAiApi::Completions(const HttpRequest& request, ResponseWriter& writer, 
       return bad("'stop' must be a string or an array of up to 4 strings", "stop");
     }
   }
+  if (const JsonValue* m = body->Find("model"); m != nullptr && !m->is_null()) {
+    if (!m->is_string()) return bad("'model' must be a string", "model");
+    if (m->string_value() != model_) {
+      ++requests_failed_;
+      writer.SendError(404, absl::StrCat("model '", m->string_value(), "' is not served here (this server serves '",
+                                         model_, "')"),
+                       "invalid_request_error", "model_not_found");
+      return;
+    }
+  }
+  if (const JsonValue* st = body->Find("stream"); st != nullptr && !st->is_null() && !st->is_bool()) {
+    return bad("'stream' must be a boolean", "stream");
+  }
   const JsonValue* stream_v = body->Find("stream");
   const bool stream = stream_v != nullptr && stream_v->is_bool() && stream_v->bool_value();
 

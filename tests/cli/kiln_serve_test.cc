@@ -211,6 +211,19 @@ TEST(KilnServe, BadRequestsGetClearErrors) {
   r = Request(server.port(), "POST", "/v1/completions", std::string(3000, ' '));
   EXPECT_EQ(r.status, 413);
   EXPECT_EQ(Request(server.port(), "GET", "/v2/nothing").status, 404);
+  r = Request(server.port(), "POST", "/v1/completions", R"({"model": "gpt-9", "prompt": "a"})");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_THAT(r.body, HasSubstr("model 'gpt-9' is not served here"));
+  r = Request(server.port(), "POST", "/v1/completions", R"({"prompt": 7})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("'prompt' must be a string"));
+  r = Request(server.port(), "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": -3})");
+  EXPECT_EQ(r.status, 400);
+  r = Request(server.port(), "POST", "/v1/completions", R"({"prompt": "a", "stream": "yes"})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("'stream' must be a boolean"));
+  // After all of that the server still serves.
+  EXPECT_EQ(Request(server.port(), "GET", "/health").status, 200);
 }
 
 TEST(KilnServe, ApiKeyIsRequiredWhenSet) {

@@ -106,3 +106,94 @@ TEST(SchedulerCheck, ThirtyTwoConcurrentGreedyRequestsMatchTheirSoloRuns) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(SchedulerCheck, SixteenRequestsShareA200TokenPrefix) {
+  const std::filesystem::path model = testing::TestDataFile("models/stories260K.gguf");
+  if (model.empty()) GTEST_SKIP() << "stories260K.gguf not found under " << testing::TestDataDir();
+  compiler::PipelineOptions options;
+  options.print_remarks = false;
+  absl::StatusOr<compiler::CompiledModel> compiled = compiler::CompileModel(model.string(), options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  absl::StatusOr<Program> program = LoadGgufProgram(model.string(), compiled->plan_json);
+  ASSERT_TRUE(program.ok()) << program.status();
+  const Tokenizer& tok = *program->tokenizer;
+
+  std::string common;
+  while (tok.Encode(common, {.add_special = true}).size() < 200) common += "Tim and Sue went to the big park to play. ";
+  std::vector<std::vector<int32_t>> prompts;
+  const char* ends[] = {"Then Tim", "Sue said", "They saw", "A dog", "The sun", "Mom called", "It was", "Later"};
+  for (int k = 0; k < 16; ++k) {
+    prompts.push_back(tok.Encode(common + ends[k % 8] + (k >= 8 ? " quickly" : ""), {.add_special = true}));
+  }
+  ASSERT_GE(prompts[0].size(), 200u);
+  constexpr int64_t kNew = 24;
+
+  auto run_all = [&](bool share, KvPageStats* stats) {
+    CpuExecutorOptions eo;
+    eo.num_pages = 256;
+    absl::StatusOr<std::unique_ptr<CpuExecutor>> ex = CpuExecutor::Create(program->plan, program->weights, eo);
+    EXPECT_TRUE(ex.ok());
+    KvPageManager pages(256, (*ex)->page_size());
+    Scheduler scheduler(**ex, pages, SchedulerOptions{.token_budget = 256, .max_running = 16});
+    std::vector<std::vector<int32_t>> out(prompts.size());
+    auto submit = [&](size_t k) {
+      ScheduledRequest req;
+      req.prompt = prompts[k];
+      req.sampling.temperature = 0;
+      req.max_tokens = kNew;
+      req.on_token = [&out, k](int32_t t, const SampledToken&) {
+        out[k].push_back(t);
+        return true;
+      };
+      EXPECT_TRUE(scheduler.Submit(std::move(req)).ok());
+    };
+    auto drain = [&] {
+      for (absl::StatusOr<bool> more = scheduler.Step(); more.ok() && *more; more = scheduler.Step()) {
+      }
+    };
+    if (share) {
+      // The first request fills and registers the prefix pages; the other
+      // fifteen, batched together, find them.
+      submit(0);
+      drain();
+      for (size_t k = 1; k < prompts.size(); ++k) submit(k);
+      drain();
+    } else {
+      for (size_t k = 0; k < prompts.size(); ++k) {  // one at a time, each on a fresh pool
+        KvPageManager fresh(256, (*ex)->page_size());
+        Scheduler solo(**ex, fresh, SchedulerOptions{.token_budget = 256, .max_running = 1});
+        ScheduledRequest req;
+        req.prompt = prompts[k];
+        req.sampling.temperature = 0;
+        req.max_tokens = kNew;
+        req.on_token = [&out, k](int32_t t, const SampledToken&) {
+          out[k].push_back(t);
+          return true;
+        };
+        EXPECT_TRUE(solo.Submit(std::move(req)).ok());
+        for (absl::StatusOr<bool> more = solo.Step(); more.ok() && *more; more = solo.Step()) {
+        }
+      }
+    }
+    *stats = pages.Stats();
+    EXPECT_TRUE(pages.CheckInvariants().ok());
+    return out;
+  };
+  KvPageStats shared_stats, alone_stats;
+  const auto shared = run_all(true, &shared_stats);
+  const auto alone = run_all(false, &alone_stats);
+  for (size_t k = 0; k < prompts.size(); ++k) EXPECT_EQ(shared[k], alone[k]) << k;
+  std::printf("16 requests, %zu-token common prefix: prefix hit rate %.3f (%lld of %lld prompt tokens reused), "
+              "ids equal to the unshared runs\n",
+              prompts[0].size(), shared_stats.prefix_hit_rate, (long long)shared_stats.hit_tokens,
+              (long long)shared_stats.lookup_tokens);
+  // 15 requests each reuse the 12 whole pages (192 tokens) of the prefix.
+  EXPECT_GE(shared_stats.hit_tokens, 15 * 192);
+  EXPECT_EQ(shared_stats.used_pages, 0);
+}
+
+}  // namespace
+}  // namespace kiln
