@@ -21,10 +21,26 @@ void Engine::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+namespace {
+// Holds `mu` while announcing itself in `waiters` until it has it.
+class FairLock {
+ public:
+  FairLock(std::mutex& mu, std::atomic<int>& waiters) : mu_(mu) {
+    ++waiters;
+    mu_.lock();
+    --waiters;
+  }
+  ~FairLock() { mu_.unlock(); }
+
+ private:
+  std::mutex& mu_;
+};
+}  // namespace
+
 absl::StatusOr<int64_t> Engine::Submit(ScheduledRequest request) {
   absl::StatusOr<int64_t> id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    FairLock lock(mu_, waiters_);
     if (stopping_) return absl::UnavailableError("the server is shutting down");
     id = scheduler_.Submit(std::move(request));
   }
@@ -33,17 +49,17 @@ absl::StatusOr<int64_t> Engine::Submit(ScheduledRequest request) {
 }
 
 void Engine::Cancel(int64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  FairLock lock(mu_, waiters_);
   scheduler_.Cancel(id);
 }
 
 SchedulerStats Engine::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  FairLock lock(mu_, waiters_);
   return scheduler_.stats();
 }
 
 KvPageStats Engine::page_stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  FairLock lock(mu_, waiters_);
   return pages_.Stats();
 }
 
@@ -60,6 +76,10 @@ void Engine::Loop() {
       std::fprintf(stderr, "kiln serve: step failed: %s\n", why.c_str());
       scheduler_.FailAll("error: " + why);
     }
+    // Let submitters, cancellers and /metrics in between steps.
+    lock.unlock();
+    while (waiters_.load() > 0) std::this_thread::yield();
+    lock.lock();
   }
 }
 

@@ -3,6 +3,7 @@
 // submit requests and cancel them through it.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -32,6 +33,10 @@ class Engine {
   KvPageManager& pages_;
   Scheduler scheduler_;
   mutable std::mutex mu_;  // guards scheduler_ and pages_
+  // Threads waiting for mu_: the engine steps aside between steps until
+  // they have had it (std::mutex is not fair, and the engine would
+  // otherwise take it back at once while there is work).
+  mutable std::atomic<int> waiters_{0};
   std::condition_variable work_;
   bool stopping_ = false;
   std::thread thread_;

@@ -320,6 +320,7 @@ void OpenAiApi::Completions(const HttpRequest& request, ResponseWriter& writer, 
     while (!all_done()) {
       shared->cv.wait_for(lock, std::chrono::milliseconds(100));
       if (!all_done() && writer.CheckClientGone()) {
+        lock.unlock();  // the engine's callbacks take this lock under the engine's
         cancel_all();
         return;
       }

@@ -120,8 +120,6 @@ absl::StatusOr<bool> Scheduler::Step() {
     slots.push_back({&s, s.computed, count});
     budget -= count;
   }
-  stats_.running = static_cast<int64_t>(running_.size());
-  stats_.waiting = static_cast<int64_t>(waiting_.size());
   if (slots.empty()) {
     // Nothing fits: only possible when one request needs more than the pool.
     if (!waiting_.empty() && running_.empty()) {
@@ -184,8 +182,6 @@ absl::StatusOr<bool> Scheduler::Step() {
       Finish(s, "length");
     }
   }
-  stats_.running = static_cast<int64_t>(running_.size());
-  stats_.waiting = static_cast<int64_t>(waiting_.size());
   return !idle();
 }
 

@@ -42,7 +42,7 @@ struct SchedulerOptions {
 
 struct SchedulerStats {
   int64_t steps = 0, prefill_tokens = 0, decode_tokens = 0, preemptions = 0, finished = 0;
-  int64_t running = 0, waiting = 0;
+  int64_t running = 0, waiting = 0;  // now
 };
 
 class Scheduler {
@@ -59,7 +59,12 @@ class Scheduler {
   // Runs one step if any request is waiting or running; false when idle.
   absl::StatusOr<bool> Step();
   bool idle() const { return running_.empty() && waiting_.empty(); }
-  const SchedulerStats& stats() const { return stats_; }
+  SchedulerStats stats() const {
+    SchedulerStats s = stats_;
+    s.running = static_cast<int64_t>(running_.size());
+    s.waiting = static_cast<int64_t>(waiting_.size());
+    return s;
+  }
 
  private:
   struct Sequence {

@@ -166,7 +166,7 @@ TEST(KilnServe, CompletionsMatchGoldensStreamedOrNot) {
     ++events;
   }
   EXPECT_EQ(streamed, want);
-  EXPECT_GT(events, 10);
+  EXPECT_GT(events, 1);  // tokens arrive as several events (how many depends on timing)
   EXPECT_THAT(s.body, HasSubstr("data: [DONE]"));
 
   // stop strings cut the text before them.

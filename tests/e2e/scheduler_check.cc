@@ -95,7 +95,7 @@ TEST(SchedulerCheck, ThirtyTwoConcurrentGreedyRequestsMatchTheirSoloRuns) {
     EXPECT_EQ(reasons[k], "length") << prompts[k];
     EXPECT_EQ(together[k], alone[k]) << prompts[k];
   }
-  const SchedulerStats& s = scheduler.stats();
+  const SchedulerStats s = scheduler.stats();
   std::printf("32 requests x %lld tokens: %lld steps, %lld prefill and %lld decode tokens, %lld preemptions; all equal "
               "their solo runs\n",
               (long long)kNew, (long long)s.steps, (long long)s.prefill_tokens, (long long)s.decode_tokens,
