@@ -1,6 +1,7 @@
 #include "tests/test_support.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -40,7 +41,17 @@ std::string ReadFileOrDie(const std::filesystem::path& path) {
 }
 
 std::filesystem::path ScratchDir(const std::string& name) {
-  std::filesystem::path p = std::filesystem::path(KILN_BINARY_DIR) / "test-scratch" / name;
+  // ctest runs the tests of one binary in parallel processes: the folder is
+  // unique per test and process, whatever name the test asks for.
+  std::string unique = name;
+  if (const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info()) {
+    unique += std::string("-") + info->test_suite_name() + "." + info->name();
+  }
+  for (char& c : unique) {
+    if (c == '/') c = '_';
+  }
+  unique += "-" + std::to_string(::getpid());
+  std::filesystem::path p = std::filesystem::path(KILN_BINARY_DIR) / "test-scratch" / unique;
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p;

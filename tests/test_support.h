@@ -16,7 +16,8 @@ std::filesystem::path TestDataFile(const std::string& rel);
 // $KILN_MODELS or ~/.cache/kiln/models.
 std::filesystem::path ModelCacheDir();
 std::string ReadFileOrDie(const std::filesystem::path& path);
-// A fresh empty folder under the build tree for one test.
+// A fresh empty folder under the build tree, unique to the running test and
+// process (`name` makes it readable).
 std::filesystem::path ScratchDir(const std::string& name);
 
 }  // namespace kiln::testing
