@@ -4,11 +4,11 @@
 #include <cmath>
 #include <fstream>
 
-#include "compiler/CompileModel.h"
 #include "gtest/gtest.h"
 #include "runtime/executor/generator.h"
 #include "runtime/executor/program.h"
 #include "runtime/util/json.h"
+#include "tests/e2e/compiled_model.h"
 #include "tests/test_support.h"
 
 namespace kiln {
@@ -63,21 +63,8 @@ double RelativeL2(std::span<const float> a, std::span<const float> b) {
 class GoldenCheck : public ::testing::Test {
  protected:
   std::unique_ptr<CpuExecutor> Load(const std::string& tag, int64_t tokens, const std::string& quant = "") {
-    const std::filesystem::path model = testing::TestDataFile("models/" + tag + ".gguf");
-    if (model.empty()) return nullptr;
-    compiler::PipelineOptions options;
-    options.quant = quant;
-    options.print_remarks = false;
-    absl::StatusOr<compiler::CompiledModel> compiled = compiler::CompileModel(model.string(), options);
-    EXPECT_TRUE(compiled.ok()) << compiled.status();
-    absl::StatusOr<Program> program = LoadGgufProgram(model.string(), compiled->plan_json);
-    EXPECT_TRUE(program.ok()) << program.status();
-    program_ = std::make_unique<Program>(*std::move(program));
-    CpuExecutorOptions exec;
-    exec.num_pages = (tokens + program_->plan.pool.page_size - 1) / program_->plan.pool.page_size;
-    absl::StatusOr<std::unique_ptr<CpuExecutor>> ex = CpuExecutor::Create(program_->plan, program_->weights, exec);
-    EXPECT_TRUE(ex.ok()) << ex.status();
-    return ex.ok() ? *std::move(ex) : nullptr;
+    program_ = testing::CompileTestModel(tag, quant);
+    return program_ ? testing::MakeExecutor(*program_, tokens) : nullptr;
   }
   std::vector<std::filesystem::path> Cases(const std::string& tag) {
     std::vector<std::filesystem::path> out;

@@ -2,12 +2,12 @@
 // chunked by a small token budget and preemption forced by a tiny page pool,
 // each get exactly the ids they get alone (and llama.cpp's goldens where one
 // exists).
-#include "compiler/CompileModel.h"
 #include "gtest/gtest.h"
 #include "runtime/executor/generator.h"
 #include "runtime/executor/program.h"
 #include "runtime/serving/scheduler.h"
 #include "runtime/util/json.h"
+#include "tests/e2e/compiled_model.h"
 #include "tests/test_support.h"
 
 namespace kiln {
@@ -16,12 +16,8 @@ namespace {
 TEST(SchedulerCheck, ThirtyTwoConcurrentGreedyRequestsMatchTheirSoloRuns) {
   const std::filesystem::path model = testing::TestDataFile("models/stories260K.gguf");
   if (model.empty()) GTEST_SKIP() << "stories260K.gguf not found under " << testing::TestDataDir();
-  compiler::PipelineOptions options;
-  options.print_remarks = false;
-  absl::StatusOr<compiler::CompiledModel> compiled = compiler::CompileModel(model.string(), options);
-  ASSERT_TRUE(compiled.ok()) << compiled.status();
-  absl::StatusOr<Program> program = LoadGgufProgram(model.string(), compiled->plan_json);
-  ASSERT_TRUE(program.ok()) << program.status();
+  std::unique_ptr<Program> program = testing::CompileTestModel("stories260K");
+  ASSERT_NE(program, nullptr);
   const Tokenizer& tok = *program->tokenizer;
 
   // The four golden prompts, then variants of different lengths.
@@ -113,12 +109,8 @@ namespace {
 TEST(SchedulerCheck, SixteenRequestsShareA200TokenPrefix) {
   const std::filesystem::path model = testing::TestDataFile("models/stories260K.gguf");
   if (model.empty()) GTEST_SKIP() << "stories260K.gguf not found under " << testing::TestDataDir();
-  compiler::PipelineOptions options;
-  options.print_remarks = false;
-  absl::StatusOr<compiler::CompiledModel> compiled = compiler::CompileModel(model.string(), options);
-  ASSERT_TRUE(compiled.ok()) << compiled.status();
-  absl::StatusOr<Program> program = LoadGgufProgram(model.string(), compiled->plan_json);
-  ASSERT_TRUE(program.ok()) << program.status();
+  std::unique_ptr<Program> program = testing::CompileTestModel("stories260K");
+  ASSERT_NE(program, nullptr);
   const Tokenizer& tok = *program->tokenizer;
 
   std::string common;

@@ -4,12 +4,12 @@
 #include <cmath>
 #include <map>
 
-#include "compiler/CompileModel.h"
 #include "gtest/gtest.h"
 #include "runtime/executor/generator.h"
 #include "runtime/executor/program.h"
 #include "runtime/executor/speculative.h"
 #include "runtime/util/json.h"
+#include "tests/e2e/compiled_model.h"
 #include "tests/test_support.h"
 
 namespace kiln {
@@ -22,20 +22,8 @@ struct Loaded {
 
 Loaded Load(const std::string& tag, int64_t tokens) {
   Loaded out;
-  const std::filesystem::path model = testing::TestDataFile("models/" + tag + ".gguf");
-  if (model.empty()) return out;
-  compiler::PipelineOptions options;
-  options.print_remarks = false;
-  absl::StatusOr<compiler::CompiledModel> compiled = compiler::CompileModel(model.string(), options);
-  EXPECT_TRUE(compiled.ok()) << compiled.status();
-  absl::StatusOr<Program> program = LoadGgufProgram(model.string(), compiled->plan_json);
-  EXPECT_TRUE(program.ok()) << program.status();
-  out.program = std::make_unique<Program>(*std::move(program));
-  CpuExecutorOptions exec;
-  exec.num_pages = (tokens + out.program->plan.pool.page_size - 1) / out.program->plan.pool.page_size;
-  absl::StatusOr<std::unique_ptr<CpuExecutor>> ex = CpuExecutor::Create(out.program->plan, out.program->weights, exec);
-  EXPECT_TRUE(ex.ok()) << ex.status();
-  if (ex.ok()) out.executor = *std::move(ex);
+  out.program = testing::CompileTestModel(tag);
+  if (out.program) out.executor = testing::MakeExecutor(*out.program, tokens);
   return out;
 }
 
