@@ -239,24 +239,29 @@ void QuantQ5_1(const float* x, uint8_t* b) {
 // smallest squared error: cheap, and much better than plain min/max on
 // Gaussian-like weights.
 
-// Fits x[i] ~ scale * L[i] - min with L in 0..nmax, scale >= 0 and min >= 0.
-// The stored mins are unsigned multiples of one shared dmin, so they must all
-// have one sign; like ggml's quantiser we keep the lower end at or below 0.
-void FitScaleMin(const float* x, int n, int nmax, float* scale, float* min) {
-  float lo = 0.0f, hi = x[0];
-  for (int i = 0; i < n; ++i) {
-    lo = std::min(lo, x[i]);
-    hi = std::max(hi, x[i]);
-  }
-  // Baseline: the plain min/max fit; candidates below must beat it.
+// Fits x[i] ~ scale * L[i] + offset with L in 0..nmax. Starts from the
+// min/max fit and tries narrower and wider ranges, each refit by least
+// squares, keeping the smallest squared error. With `offset_at_most_zero`
+// the range's lower end and the fitted offset stay at or below 0 (the
+// k-quants: their mins are unsigned multiples of one shared dmin, so they
+// must all have one sign; like ggml's quantiser we keep the lower end <= 0).
+void FitAffine(const float* x, int n, int nmax, bool offset_at_most_zero, float* scale, float* offset) {
+  const auto [lo_it, hi_it] = std::minmax_element(x, x + n);
+  const float lo = offset_at_most_zero ? std::min(0.0f, *lo_it) : *lo_it, hi = *hi_it;
   *scale = (hi - lo) / static_cast<float>(nmax);
-  *min = -lo;
+  *offset = lo;
   if (!(hi > lo)) return;
-  double best = 0;
-  for (int i = 0; i < n; ++i) {
-    const double e = *scale * QuantizeValue(x[i] - lo, *scale, 0, nmax) + lo - x[i];
-    best += e * e;
-  }
+  auto squared_error = [&](double s, double off) {
+    double err = 0;
+    for (int i = 0; i < n; ++i) {
+      const double e =
+          s * QuantizeValue(static_cast<float>(x[i] - off), static_cast<float>(s), 0, nmax) + off -
+          x[i];
+      err += e * e;
+    }
+    return err;
+  };
+  double best = squared_error(*scale, *offset);
   for (int step = -10; step <= 10; ++step) {
     const float iscale = (static_cast<float>(nmax) + 0.1f * static_cast<float>(step)) / (hi - lo);
     double sl = 0, sll = 0, sx = 0, sxl = 0;
@@ -267,28 +272,29 @@ void FitScaleMin(const float* x, int n, int nmax, float* scale, float* min) {
       sx += x[i];
       sxl += x[i] * l;
     }
-    // Least squares for y = s * l + off, then enforce off <= 0.
     const double det = n * sll - sl * sl;
     if (det <= 0) continue;
     double s = (n * sxl - sl * sx) / det;
     double off = (sll * sx - sl * sxl) / det;
-    if (off > 0) {
+    if (offset_at_most_zero && off > 0) {
       off = 0;
       s = sxl / sll;
     }
     if (s <= 0) continue;
-    double err = 0;
-    for (int i = 0; i < n; ++i) {
-      const double l = RoundClamp(static_cast<float>((x[i] - off) / s), 0, nmax);
-      const double e = s * l + off - x[i];
-      err += e * e;
-    }
+    const double err = squared_error(s, off);
     if (err < best) {
       best = err;
       *scale = static_cast<float>(s);
-      *min = static_cast<float>(-off);
+      *offset = static_cast<float>(off);
     }
   }
+}
+
+// x[i] ~ scale * L[i] - min with scale >= 0 and min >= 0 (the k-quants).
+void FitScaleMin(const float* x, int n, int nmax, float* scale, float* min) {
+  float offset;
+  FitAffine(x, n, nmax, /*offset_at_most_zero=*/true, scale, &offset);
+  *min = -offset;
 }
 
 // Fits x[i] ~ scale * L[i] with L in lo..hi (lo < 0 < hi). The scale may be
@@ -596,54 +602,10 @@ void DequantGroup(GroupedLayout l, int group, const uint8_t* b, float* y) {
   for (int j = 0; j < group; ++j) y[j] = d * static_cast<float>(GroupedCode(b + 4, l, j)) + m;
 }
 
-// Fits x[i] ~ scale * L[i] + offset with L in 0..nmax and no sign constraint
-// on either (unlike FitScaleMin: the stored m is a free f16). Starts from the
-// min/max fit and tries narrower and wider ranges, each refit by least
-// squares, keeping the smallest squared error.
-void FitScaleOffset(const float* x, int n, int nmax, float* scale, float* offset) {
-  const auto [lo_it, hi_it] = std::minmax_element(x, x + n);
-  const float lo = *lo_it, hi = *hi_it;
-  *scale = (hi - lo) / static_cast<float>(nmax);
-  *offset = lo;
-  if (!(hi > lo)) return;
-  auto squared_error = [&](double s, double off) {
-    double err = 0;
-    for (int i = 0; i < n; ++i) {
-      const double e =
-          s * QuantizeValue(static_cast<float>(x[i] - off), static_cast<float>(s), 0, nmax) + off -
-          x[i];
-      err += e * e;
-    }
-    return err;
-  };
-  double best = squared_error(*scale, *offset);
-  for (int step = -10; step <= 10; ++step) {
-    const float iscale = (static_cast<float>(nmax) + 0.1f * static_cast<float>(step)) / (hi - lo);
-    double sl = 0, sll = 0, sx = 0, sxl = 0;
-    for (int i = 0; i < n; ++i) {
-      const double l = RoundClamp(iscale * (x[i] - lo), 0, nmax);
-      sl += l;
-      sll += l * l;
-      sx += x[i];
-      sxl += x[i] * l;
-    }
-    const double det = n * sll - sl * sl;
-    if (det <= 0) continue;
-    const double s = (n * sxl - sl * sx) / det;
-    const double off = (sll * sx - sl * sxl) / det;
-    if (s <= 0) continue;
-    const double err = squared_error(s, off);
-    if (err < best) {
-      best = err;
-      *scale = static_cast<float>(s);
-      *offset = static_cast<float>(off);
-    }
-  }
-}
-
 void QuantGroup(GroupedLayout l, int group, const float* x, uint8_t* b) {
   float scale, offset;
-  FitScaleOffset(x, group, l.qmax, &scale, &offset);
+  // The stored m is a free f16: no sign constraint on the offset.
+  FitAffine(x, group, l.qmax, /*offset_at_most_zero=*/false, &scale, &offset);
   const float d = StoreF16(b, scale);
   const float m = StoreF16(b + 2, offset);
   uint8_t* codes = b + 4;
