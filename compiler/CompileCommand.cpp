@@ -1,11 +1,13 @@
 //===- CompileCommand.cpp - `kiln compile` --------------------------------===//
 
+#include <chrono>
 #include <cstdio>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
+#include "codegen/codegen.h"
 #include "compiler/CompileModel.h"
 #include "runtime/executor/artifact_export.h"
 #include "runtime/executor/plan.h"
@@ -30,10 +32,13 @@ int RunCompile(int argc, char** argv) {
   ArgParser args("compile", "Imports a model (GGUF file or Hugging Face folder), runs kiln's passes (fusion,\n"
                             "quantization, paged attention, memory planning, plan emission) and writes the\n"
                             "artifact (-o): metadata, final IR, plan, tokenizer and the weights in the storage\n"
-                            "the plan gives them. GPU kernels are not generated yet. --dump-ir shows every stage.");
+                            "the plan gives them, plus the kernels of each GPU --target. --program-only leaves the\n"
+                            "weights out: `kiln run` then binds them from the original file (--weights).\n"
+                            "--dump-ir shows every stage.");
   args.Positional("MODEL", "a .gguf file or a Hugging Face folder (config.json + safetensors)")
       .Option("output", "FILE", "artifact to write", "", "-o")
-      .Option("target", "TARGET", "cpu | vulkan | cuda:sm_80 | cuda:sm_89 | cuda:sm_90", "cpu")
+      .Option("target", "LIST", "comma-separated: cpu | vulkan | cuda:sm_80 | cuda:sm_89 | cuda:sm_90 (the CPU runs any artifact)", "cpu")
+      .Flag("program-only", "write plan, kernels and tokenizer but no weights (for big models: bind at load time)")
       .Option("quant", "TYPE", "weight storage: f16|bf16|q8_0|q4_k|int4|int2 (default: keep the file's types)")
       .Option("override", "LIST", "per-tensor storage, comma-separated NAME_SUBSTRING=TYPE")
       .Option("group-size", "N", "elements per scale for int4/int2", "128")
@@ -75,10 +80,13 @@ int RunCompile(int argc, char** argv) {
   if (!dump.empty() && dump != "after-all") return Fail("compile", "--dump-ir takes 'after-all'");
   if (!dump.empty()) options.dump_dir = args.Get("dump-dir");
   const std::string target = args.Get("target");
-  if (target != "cpu" && target != "vulkan" && target != "cuda:sm_80" && target != "cuda:sm_89" &&
-      target != "cuda:sm_90") {
-    return Fail("compile", absl::StrFormat("unknown --target '%s' (cpu, vulkan, cuda:sm_80, cuda:sm_89, cuda:sm_90)",
-                                           target));
+  std::vector<std::string> gpu_targets;
+  for (absl::string_view t : absl::StrSplit(target, ',', absl::SkipEmpty())) {
+    if (t != "cpu" && t != "vulkan" && t != "cuda:sm_80" && t != "cuda:sm_89" && t != "cuda:sm_90") {
+      return Fail("compile", absl::StrFormat("unknown --target '%s' (cpu, vulkan, cuda:sm_80, cuda:sm_89, cuda:sm_90)",
+                                             std::string(t)));
+    }
+    if (t != "cpu") gpu_targets.emplace_back(t);
   }
   if (args.GetFlag("print-pipeline")) {
     std::printf("%s\n", compiler::DescribePipeline(options).c_str());
@@ -113,7 +121,17 @@ int RunCompile(int argc, char** argv) {
   meta.Set("source", JsonValue::String(args.Get("MODEL")));
   meta.Set("target", JsonValue::String(target));
   meta.Set("pipeline", JsonValue::String(compiler::DescribePipeline(options)));
+  meta.Set("program_only", JsonValue::Bool(args.GetFlag("program-only")));
   ArtifactContents contents{args.Get("MODEL"), compiled->plan_json, compiled->ir_text, ToJson(meta, true), target};
+  contents.program_only = args.GetFlag("program-only");
+  for (const std::string& t : gpu_targets) {
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::vector<uint8_t>> kernels = codegen::GenerateKernels(*plan, t);
+    if (!kernels.ok()) return Fail("compile", absl::StrCat(t, " kernels: ", kernels.status().message()));
+    std::printf("%s kernels: %.1f KiB in %.2f s\n", t.c_str(), kernels->size() / 1024.0,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    contents.kernels.emplace_back(t, *std::move(kernels));
+  }
   const std::string out = args.Get("output");
   if (absl::Status s = WriteArtifact(out, contents, [](size_t done, size_t total) {
         std::fprintf(stderr, "\rwriting weights %zu/%zu", done, total);
@@ -122,8 +140,8 @@ int RunCompile(int argc, char** argv) {
       !s.ok()) {
     return Fail("compile", std::string(s.message()));
   }
-  std::printf("wrote %s (%s target: the CPU executes the plan; kernels for GPU targets are not generated yet)\n",
-              out.c_str(), target.c_str());
+  std::printf("wrote %s (targets %s%s)\n", out.c_str(), target.c_str(),
+              contents.program_only ? "; program only: run it with --weights the original file" : "");
   return 0;
 }
 

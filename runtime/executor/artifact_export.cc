@@ -60,12 +60,16 @@ absl::Status WriteArtifact(const std::string& path, const ArtifactContents& c,
   if (absl::Status s = w.AddSection(SectionKind::kMetadata, "", c.metadata_json); !s.ok()) return s;
   if (absl::Status s = w.AddSection(SectionKind::kIrText, "", c.ir_text); !s.ok()) return s;
   if (absl::Status s = w.AddSection(SectionKind::kPlan, "", c.plan_json); !s.ok()) return s;
+  for (const auto& [target, bytes] : c.kernels) {
+    if (absl::Status s = w.AddSection(SectionKind::kKernels, target, bytes); !s.ok()) return s;
+  }
   if (gguf) {
     absl::StatusOr<std::vector<uint8_t>> vocab = TokenizerBlob(*gguf);
     if (!vocab.ok()) return vocab.status();
     if (absl::Status s = w.AddSection(SectionKind::kTokenizer, "", *std::move(vocab)); !s.ok()) return s;
   }
 
+  if (c.program_only) return w.Write(path);
   const size_t total = plan->weights.size();
   auto done = std::make_shared<size_t>(0);
   for (const PlanWeight& pw : plan->weights) {

@@ -6,6 +6,8 @@
 
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -16,7 +18,11 @@ struct ArtifactContents {
   std::string plan_json;      // kiln-plan-v1
   std::string ir_text;        // final IR
   std::string metadata_json;  // what produced it: kiln version, target, options
-  std::string target;         // "cpu", "vulkan", "cuda:sm_90"
+  std::string target;         // "cpu", "vulkan", "cuda:sm_90" (comma-separated when several)
+  // One kernels section per GPU target (codegen's bundles).
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> kernels;
+  // No weights section: the runtime binds them from the source file.
+  bool program_only = false;
 };
 
 // `progress(done, total)` reports weights as they are written.

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/cpu/attention.h"
+#include "runtime/cpu/cpu_isa.h"
 #include "runtime/cpu/elementwise.h"
 #include "runtime/cpu/matmul.h"
 #include "runtime/cpu/norm.h"
@@ -71,43 +72,13 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(Plan plan, cons
   return ex;
 }
 
+std::string CpuExecutor::Describe() const {
+  return absl::StrFormat("cpu (%s, %d threads)", cpu::CpuIsaName(cpu::DetectCpuIsa()), pool_.num_threads());
+}
+
 absl::StatusOr<std::span<const float>> CpuExecutor::Step(const StepBatch& batch) {
-  const int64_t T = static_cast<int64_t>(batch.tokens.size());
-  const int64_t S = static_cast<int64_t>(batch.context_lens.size());
-  if (T == 0) return absl::InvalidArgumentError("step: no tokens");
-  const std::optional<size_t> bucket = plan_.BucketFor(T);
-  if (!bucket) {
-    return absl::InvalidArgumentError(absl::StrFormat("step: %d tokens exceed the largest planned batch of %d", T,
-                                                      plan_.buckets.back()));
-  }
-  if (static_cast<int64_t>(batch.positions.size()) != T || static_cast<int64_t>(batch.query_starts.size()) != S + 1 ||
-      static_cast<int64_t>(batch.block_tables.size()) != S * batch.pages_per_seq || batch.logit_rows.empty() ||
-      static_cast<int64_t>(batch.logit_rows.size()) > T || batch.query_starts.front() != 0 ||
-      batch.query_starts.back() != T) {
-    return absl::InvalidArgumentError("step: the batch's arrays disagree in size");
-  }
-  for (int64_t s = 0; s < S; ++s) {
-    if (batch.query_starts[s + 1] < batch.query_starts[s] ||
-        batch.context_lens[s] > batch.pages_per_seq * plan_.pool.page_size ||
-        batch.context_lens[s] > plan_.pool.max_tokens) {
-      return absl::OutOfRangeError(absl::StrFormat("step: sequence %d needs %d positions; its block table holds %d",
-                                                   s, batch.context_lens[s], batch.pages_per_seq * plan_.pool.page_size));
-    }
-    for (int32_t t = batch.query_starts[s]; t < batch.query_starts[s + 1]; ++t) {
-      if (batch.positions[t] < 0 || batch.positions[t] >= batch.context_lens[s]) {
-        return absl::OutOfRangeError(absl::StrFormat("step: token %d at position %d outside sequence %d's %d positions",
-                                                     t, batch.positions[t], s, batch.context_lens[s]));
-      }
-    }
-  }
-  for (int32_t page : batch.block_tables) {
-    if (page < 0 || page >= num_pages_) {
-      return absl::OutOfRangeError(absl::StrFormat("step: page %d outside the pool of %d pages", page, num_pages_));
-    }
-  }
-  for (int32_t r : batch.logit_rows) {
-    if (r < 0 || r >= T) return absl::OutOfRangeError(absl::StrFormat("step: logit row %d outside %d tokens", r, T));
-  }
+  absl::StatusOr<size_t> bucket = ValidateStepBatch(plan_, num_pages_, batch);
+  if (!bucket.ok()) return bucket.status();
   rows_at_.clear();
   for (const PlanLaunch& launch : plan_.launches) {
     if (absl::Status s = RunLaunch(launch, batch, *bucket); !s.ok()) return s;

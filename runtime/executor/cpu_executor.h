@@ -15,36 +15,17 @@
 #include "runtime/cpu/rope.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/cpu/weight_storage.h"
+#include "runtime/executor/executor.h"
 #include "runtime/executor/plan.h"
 
 namespace kiln {
-
-// The bytes of one weight as a weight source holds them.
-struct WeightBytes {
-  cpu::WeightStorage storage;
-  std::span<const uint8_t> data;
-};
-// Looks a weight up by name (in a GGUF file or an artifact).
-using WeightSource = std::function<absl::StatusOr<WeightBytes>(const std::string& name)>;
-
-// One step's inputs, the flattened layout of the step function (see
-// docs/architecture.md): T tokens of S sequences.
-struct StepBatch {
-  std::vector<int32_t> tokens;        // [T]
-  std::vector<int32_t> positions;     // [T]
-  std::vector<int32_t> query_starts;  // [S+1]
-  std::vector<int32_t> context_lens;  // [S]
-  std::vector<int32_t> block_tables;  // [S, pages_per_seq], row-major
-  int32_t pages_per_seq = 0;
-  std::vector<int32_t> logit_rows;    // [R]
-};
 
 struct CpuExecutorOptions {
   int threads = 0;        // 0: all cores
   int64_t num_pages = 0;  // KV pages in the pool
 };
 
-class CpuExecutor {
+class CpuExecutor final : public Executor {
  public:
   // Binds every weight of the plan from `weights`, converting those whose
   // plan storage differs from the source's (the repack the compiler
@@ -52,16 +33,10 @@ class CpuExecutor {
   static absl::StatusOr<std::unique_ptr<CpuExecutor>> Create(Plan plan, const WeightSource& weights,
                                                              const CpuExecutorOptions& options);
 
-  // Runs one step; returns the logits of the requested rows, [R, n_vocab],
-  // valid until the next Step. T must fit the largest bucket (callers chunk
-  // long prompts); positions and block tables must stay inside the pool.
-  absl::StatusOr<std::span<const float>> Step(const StepBatch& batch);
-
-  const Plan& plan() const { return plan_; }
-  int64_t page_size() const { return plan_.pool.page_size; }
-  int64_t num_pages() const { return num_pages_; }
-  int64_t max_step_tokens() const { return plan_.buckets.back(); }
-  int64_t n_vocab() const { return n_vocab_; }
+  absl::StatusOr<std::span<const float>> Step(const StepBatch& batch) override;
+  std::string Describe() const override;
+  const Plan& plan() const override { return plan_; }
+  int64_t num_pages() const override { return num_pages_; }
   int threads() const { return pool_.num_threads(); }
 
  private:

@@ -13,7 +13,7 @@ double Since(std::chrono::steady_clock::time_point t) {
 }
 
 // One sequence owns pages 0, 1, 2, ... of the pool in order.
-absl::Status CheckCapacity(const CpuExecutor& executor, int64_t total_tokens) {
+absl::Status CheckCapacity(const Executor& executor, int64_t total_tokens) {
   const int64_t pool_tokens = executor.num_pages() * executor.page_size();
   const int64_t context = executor.plan().pool.max_tokens;
   const int64_t limit = std::min(pool_tokens, context);
@@ -27,7 +27,7 @@ absl::Status CheckCapacity(const CpuExecutor& executor, int64_t total_tokens) {
 
 }  // namespace
 
-absl::StatusOr<std::span<const float>> StepSequence(CpuExecutor& executor, std::span<const int32_t> ids,
+absl::StatusOr<std::span<const float>> StepSequence(Executor& executor, std::span<const int32_t> ids,
                                                     int64_t begin, int64_t end, std::vector<int32_t> logit_rows) {
   StepBatch batch;
   batch.tokens.assign(ids.begin() + begin, ids.begin() + end);
@@ -41,7 +41,7 @@ absl::StatusOr<std::span<const float>> StepSequence(CpuExecutor& executor, std::
   return executor.Step(batch);
 }
 
-absl::StatusOr<GenerateResult> Generate(CpuExecutor& executor, std::span<const int32_t> prompt,
+absl::StatusOr<GenerateResult> Generate(Executor& executor, std::span<const int32_t> prompt,
                                         const GenerateOptions& options, const std::function<void(int32_t)>& on_token) {
   if (prompt.empty()) return absl::InvalidArgumentError("the prompt has no tokens");
   if (absl::Status s = CheckCapacity(executor, static_cast<int64_t>(prompt.size()) + options.max_new_tokens); !s.ok()) {
@@ -90,7 +90,7 @@ absl::StatusOr<GenerateResult> Generate(CpuExecutor& executor, std::span<const i
   return result;
 }
 
-absl::StatusOr<std::vector<float>> ForwardAllPositions(CpuExecutor& executor, std::span<const int32_t> ids) {
+absl::StatusOr<std::vector<float>> ForwardAllPositions(Executor& executor, std::span<const int32_t> ids) {
   if (ids.empty()) return absl::InvalidArgumentError("no tokens to run");
   if (absl::Status s = CheckCapacity(executor, static_cast<int64_t>(ids.size())); !s.ok()) return s;
   std::vector<float> all;

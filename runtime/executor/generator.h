@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/executor/cpu_executor.h"
+#include "runtime/executor/executor.h"
 #include "runtime/sampler/sampler.h"
 
 namespace kiln {
@@ -33,7 +33,7 @@ struct GenerateResult {
 // Generates after `prompt`; `on_token` sees each token as it is chosen. The
 // prompt plus max_new_tokens must fit the executor's KV pool and the model's
 // context: otherwise an error says by how much it does not.
-absl::StatusOr<GenerateResult> Generate(CpuExecutor& executor, std::span<const int32_t> prompt,
+absl::StatusOr<GenerateResult> Generate(Executor& executor, std::span<const int32_t> prompt,
                                         const GenerateOptions& options,
                                         const std::function<void(int32_t)>& on_token = nullptr);
 
@@ -43,10 +43,10 @@ absl::StatusOr<GenerateResult> Generate(CpuExecutor& executor, std::span<const i
 // begin), [rows, n_vocab]. Positions past `end` left in the cache by an
 // earlier step are simply overwritten later: rolling a sequence back is
 // running it from a smaller `begin`.
-absl::StatusOr<std::span<const float>> StepSequence(CpuExecutor& executor, std::span<const int32_t> ids,
+absl::StatusOr<std::span<const float>> StepSequence(Executor& executor, std::span<const int32_t> ids,
                                                     int64_t begin, int64_t end, std::vector<int32_t> logit_rows);
 
 // Teacher forcing: the logits after every position of `ids`, [ids.size(), n_vocab].
-absl::StatusOr<std::vector<float>> ForwardAllPositions(CpuExecutor& executor, std::span<const int32_t> ids);
+absl::StatusOr<std::vector<float>> ForwardAllPositions(Executor& executor, std::span<const int32_t> ids);
 
 }  // namespace kiln

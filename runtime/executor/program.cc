@@ -9,6 +9,16 @@
 
 namespace kiln {
 
+const KernelBundle* Program::FindKernels(std::string_view target) const {
+  for (const KernelBundle& k : kernels) {
+    if (k.target == target || (k.target.size() > target.size() && k.target.compare(0, target.size(), target) == 0 &&
+                               k.target[target.size()] == ':')) {
+      return &k;
+    }
+  }
+  return nullptr;
+}
+
 bool LooksLikeArtifact(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   char magic[8] = {};
@@ -16,7 +26,19 @@ bool LooksLikeArtifact(const std::string& path) {
   return in.gcount() == 8 && std::memcmp(magic, kArtifactMagic, 8) == 0;
 }
 
-absl::StatusOr<Program> LoadArtifactProgram(const std::string& path) {
+namespace {
+
+WeightSource GgufWeights(std::shared_ptr<const GgufFile> gguf) {
+  return [gguf](const std::string& name) -> absl::StatusOr<WeightBytes> {
+    const GgufTensor* t = gguf->FindTensor(name);
+    if (t == nullptr) return absl::NotFoundError(absl::StrCat(gguf->name(), ": tensor '", name, "' not found"));
+    return WeightBytes{cpu::WeightStorage::Ggml(t->type), t->bytes()};
+  };
+}
+
+}  // namespace
+
+absl::StatusOr<Program> LoadArtifactProgram(const std::string& path, const std::string& weights_file) {
   absl::StatusOr<std::unique_ptr<Artifact>> art = Artifact::Open(path);
   if (!art.ok()) return art.status();
   Program program;
@@ -37,6 +59,26 @@ absl::StatusOr<Program> LoadArtifactProgram(const std::string& path) {
   if (!tokenizer.ok()) return tokenizer.status();
   program.tokenizer = *std::move(tokenizer);
 
+  const bool program_only = a.Find(SectionKind::kWeights) == nullptr;
+  if (program_only) {
+    if (weights_file.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " is a program-only artifact (no weights): give the model file it was compiled from with --weights"));
+    }
+    absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(weights_file);
+    if (!gguf.ok()) return gguf.status();
+    program.gguf = std::shared_ptr<const GgufFile>(std::move(*gguf));
+    program.weights = GgufWeights(program.gguf);
+    program.description = absl::StrCat(path, " (program) + ", weights_file);
+  } else if (!weights_file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " holds its own weights: --weights is only for program-only artifacts"));
+  }
+  for (const ArtifactSection& section : a.sections()) {
+    if (section.kind != SectionKind::kKernels) continue;
+    program.kernels.push_back(KernelBundle{section.name, {section.bytes.begin(), section.bytes.end()}});
+  }
+  if (program_only) return program;
   std::shared_ptr<const Artifact> keep = program.artifact;
   program.weights = [keep, path](const std::string& name) -> absl::StatusOr<WeightBytes> {
     const ArtifactWeight* w = keep->FindWeight(name);
@@ -60,12 +102,7 @@ absl::StatusOr<Program> LoadGgufProgram(const std::string& path, const std::stri
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromGguf(*program.gguf);
   if (!tokenizer.ok()) return tokenizer.status();
   program.tokenizer = *std::move(tokenizer);
-  std::shared_ptr<const GgufFile> keep = program.gguf;
-  program.weights = [keep](const std::string& name) -> absl::StatusOr<WeightBytes> {
-    const GgufTensor* t = keep->FindTensor(name);
-    if (t == nullptr) return absl::NotFoundError(absl::StrCat(keep->name(), ": tensor '", name, "' not found"));
-    return WeightBytes{cpu::WeightStorage::Ggml(t->type), t->bytes()};
-  };
+  program.weights = GgufWeights(program.gguf);
   program.description = path;
   return program;
 }

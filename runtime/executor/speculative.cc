@@ -108,7 +108,7 @@ absl::StatusOr<Draft> DraftModel::Propose(std::span<const int32_t> seq, int k) {
 
 void DraftModel::Commit(int64_t kept) { cached_ = std::min(cached_, kept); }
 
-absl::StatusOr<SpeculativeResult> GenerateSpeculative(CpuExecutor& target, DraftSource& draft,
+absl::StatusOr<SpeculativeResult> GenerateSpeculative(Executor& target, DraftSource& draft,
                                                       std::span<const int32_t> prompt,
                                                       const SpeculativeOptions& options,
                                                       const std::function<void(int32_t)>& on_token) {

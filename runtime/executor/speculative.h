@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/executor/cpu_executor.h"
+#include "runtime/executor/executor.h"
 #include "runtime/executor/generator.h"
 #include "runtime/sampler/sampler.h"
 
@@ -54,12 +54,12 @@ class NgramLookupDraft : public DraftSource {
 // 0, else it samples and reports q.
 class DraftModel : public DraftSource {
  public:
-  DraftModel(CpuExecutor& executor, const SamplingParams& sampling) : executor_(executor), sampling_(sampling) {}
+  DraftModel(Executor& executor, const SamplingParams& sampling) : executor_(executor), sampling_(sampling) {}
   absl::StatusOr<Draft> Propose(std::span<const int32_t> seq, int k) override;
   void Commit(int64_t kept) override;
 
  private:
-  CpuExecutor& executor_;
+  Executor& executor_;
   SamplingParams sampling_;
   uint64_t draws_ = 0;
   int64_t cached_ = 0;  // tokens of the sequence in the draft's KV cache
@@ -84,7 +84,7 @@ struct SpeculativeResult {
   SpeculativeStats stats;
 };
 
-absl::StatusOr<SpeculativeResult> GenerateSpeculative(CpuExecutor& target, DraftSource& draft,
+absl::StatusOr<SpeculativeResult> GenerateSpeculative(Executor& target, DraftSource& draft,
                                                       std::span<const int32_t> prompt,
                                                       const SpeculativeOptions& options,
                                                       const std::function<void(int32_t)>& on_token = nullptr);

@@ -4,7 +4,7 @@
 
 namespace kiln {
 
-Engine::Engine(CpuExecutor& executor, KvPageManager& pages, SchedulerOptions options)
+Engine::Engine(Executor& executor, KvPageManager& pages, SchedulerOptions options)
     : pages_(pages), scheduler_(executor, pages, options) {
   thread_ = std::thread([this] { Loop(); });
 }

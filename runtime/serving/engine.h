@@ -17,7 +17,7 @@ namespace kiln {
 
 class Engine {
  public:
-  Engine(CpuExecutor& executor, KvPageManager& pages, SchedulerOptions options);
+  Engine(Executor& executor, KvPageManager& pages, SchedulerOptions options);
   ~Engine();  // Stop()
 
   absl::StatusOr<int64_t> Submit(ScheduledRequest request);

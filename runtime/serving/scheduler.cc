@@ -7,7 +7,7 @@
 
 namespace kiln {
 
-Scheduler::Scheduler(CpuExecutor& executor, KvPageManager& pages, SchedulerOptions options)
+Scheduler::Scheduler(Executor& executor, KvPageManager& pages, SchedulerOptions options)
     : executor_(executor), pages_(pages), options_(options) {
   options_.token_budget = std::clamp<int64_t>(options_.token_budget, 1, executor_.max_step_tokens());
   options_.max_running = std::max<int64_t>(options_.max_running, 1);

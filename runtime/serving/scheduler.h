@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "runtime/executor/cpu_executor.h"
+#include "runtime/executor/executor.h"
 #include "runtime/sampler/sampler.h"
 #include "runtime/serving/kv_page_manager.h"
 
@@ -47,7 +47,7 @@ struct SchedulerStats {
 
 class Scheduler {
  public:
-  Scheduler(CpuExecutor& executor, KvPageManager& pages, SchedulerOptions options);
+  Scheduler(Executor& executor, KvPageManager& pages, SchedulerOptions options);
 
   // Queues a request (FCFS); returns its id. Errors: an empty prompt, a
   // prompt plus max_tokens longer than the context, bad sampling parameters.
@@ -79,7 +79,7 @@ class Scheduler {
   void Finish(Sequence& seq, const std::string& reason);
   void Preempt(Sequence& seq);
 
-  CpuExecutor& executor_;
+  Executor& executor_;
   KvPageManager& pages_;
   SchedulerOptions options_;
   std::map<int64_t, std::unique_ptr<Sequence>> sequences_;

@@ -7,6 +7,7 @@
 
 #include "compiler/CompileModel.h"
 #include "gtest/gtest.h"
+#include "runtime/executor/cpu_executor.h"
 #include "runtime/executor/program.h"
 #include "tests/test_support.h"
 

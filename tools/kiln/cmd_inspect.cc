@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/artifact/artifact.h"
+#include "runtime/backend/backend.h"
 #include "runtime/executor/plan.h"
 #include "runtime/executor/program.h"
 #include "runtime/formats/gguf.h"
@@ -125,7 +126,8 @@ int InspectArtifact(const std::string& path) {
   int kernel_sections = 0;
   for (const ArtifactSection& s : a.sections()) {
     if (s.kind == SectionKind::kKernels) {
-      absl::PrintF("kernels for %s: %s\n", s.name, HumanBytes(s.bytes.size()));
+      absl::PrintF("kernels for %s: %s\n%s", s.name, HumanBytes(s.bytes.size()),
+                   DescribeKernelBundle(s.name, s.bytes));
       ++kernel_sections;
     }
   }

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
+#include "runtime/executor/cpu_executor.h"
 #include "runtime/cpu/cpu_isa.h"
 #include "runtime/executor/generator.h"
 #include "runtime/executor/program.h"
@@ -170,8 +171,7 @@ int RunRun(int argc, char** argv) {
     result = Generate(**executor, prompt, gen, on_token);
   }
   if (!result.ok()) return Fail("run", std::string(result.status().message()));
-  const std::string backend =
-      absl::StrFormat("cpu (%s, %d threads)", cpu::CpuIsaName(cpu::DetectCpuIsa()), (*executor)->threads());
+  const std::string backend = (*executor)->Describe();
   const double prompt_tps = result->prompt_ids.size() / std::max(result->prompt_seconds, 1e-9);
   const size_t decoded = result->ids.size() > 1 ? result->ids.size() - 1 : 0;  // the first comes from prefill
   const double gen_tps = decoded / std::max(result->generate_seconds, 1e-9);

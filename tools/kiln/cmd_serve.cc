@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
+#include "runtime/executor/cpu_executor.h"
 #include "runtime/cpu/cpu_isa.h"
 #include "runtime/serving/engine.h"
 #include "runtime/serving/http_server.h"
@@ -74,10 +75,9 @@ int RunServe(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   if (absl::Status s = server.Start(); !s.ok()) return Fail("serve", std::string(s.message()));
-  std::printf("kiln serve: listening on http://%s:%d (model %s, backend cpu (%s, %d threads), %lld KV pages of %lld "
-              "tokens)\n",
-              http.host.c_str(), server.port(), name.c_str(), std::string(cpu::CpuIsaName(cpu::DetectCpuIsa())).c_str(),
-              (*executor)->threads(), static_cast<long long>(pages), static_cast<long long>(pool.page_size));
+  std::printf("kiln serve: listening on http://%s:%d (model %s, backend %s, %lld KV pages of %lld tokens)\n",
+              http.host.c_str(), server.port(), name.c_str(), (*executor)->Describe().c_str(),
+              static_cast<long long>(pages), static_cast<long long>(pool.page_size));
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);

@@ -12,14 +12,16 @@ InMemoryCompiler g_compiler = nullptr;
 
 void SetInMemoryCompiler(InMemoryCompiler compiler) { g_compiler = compiler; }
 
-absl::StatusOr<Program> LoadProgram(const std::string& model, const std::string& quant, const std::string& overrides) {
+absl::StatusOr<Program> LoadProgram(const std::string& model, const std::string& quant, const std::string& overrides,
+                                    const std::string& weights) {
   if (LooksLikeArtifact(model)) {
     if (!quant.empty() || !overrides.empty()) {
       return absl::InvalidArgumentError(
           "--quant and --override apply when compiling a GGUF; this is a compiled artifact");
     }
-    return LoadArtifactProgram(model);
+    return LoadArtifactProgram(model, weights);
   }
+  if (!weights.empty()) return absl::InvalidArgumentError("--weights is for program-only artifacts, not model files");
   if (g_compiler == nullptr) {
     return absl::FailedPreconditionError(
         "this kiln was built without the compiler: compile the model elsewhere (kiln compile -o model.kiln) and run "

@@ -12,7 +12,8 @@ namespace kiln::cli {
 // `quant`/`overrides` apply only when compiling (an artifact is already
 // compiled: asking for them there is an error). Prints a progress line to
 // stderr while compiling.
+// `weights` is the model file a program-only artifact binds its weights from.
 absl::StatusOr<Program> LoadProgram(const std::string& model, const std::string& quant = "",
-                                    const std::string& overrides = "");
+                                    const std::string& overrides = "", const std::string& weights = "");
 
 }  // namespace kiln::cli

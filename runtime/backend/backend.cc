@@ -1,0 +1,78 @@
+#include "runtime/backend/backend.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/executor/cpu_executor.h"
+
+namespace kiln {
+namespace {
+
+// One GPU backend: how to make its executor from the program's kernels.
+struct GpuBackend {
+  const char* name;
+  absl::StatusOr<std::unique_ptr<Executor>> (*create)(const Program&, const BackendOptions&);
+};
+
+// The GPU backends built into this kiln, fastest first. Each entry returns
+// Unavailable (with the reason) when its driver, device or kernels are absent.
+const std::vector<GpuBackend>& GpuBackends() {
+  static const std::vector<GpuBackend> backends = {
+  };
+  return backends;
+}
+
+absl::StatusOr<std::unique_ptr<Executor>> CreateCpu(const Program& program, const BackendOptions& options) {
+  CpuExecutorOptions cpu;
+  cpu.threads = options.threads;
+  cpu.num_pages = options.num_pages;
+  absl::StatusOr<std::unique_ptr<CpuExecutor>> ex = CpuExecutor::Create(program.plan, program.weights, cpu);
+  if (!ex.ok()) return ex.status();
+  return std::unique_ptr<Executor>(std::move(*ex));
+}
+
+}  // namespace
+
+absl::StatusOr<SelectedBackend> CreateExecutor(const Program& program, const BackendOptions& options) {
+  SelectedBackend selected;
+  if (options.backend == "cpu") {
+    absl::StatusOr<std::unique_ptr<Executor>> ex = CreateCpu(program, options);
+    if (!ex.ok()) return ex.status();
+    selected.executor = std::move(*ex);
+    return selected;
+  }
+  std::vector<std::string> passed_over;
+  for (const GpuBackend& gpu : GpuBackends()) {
+    if (options.backend != "auto" && options.backend != gpu.name) continue;
+    absl::StatusOr<std::unique_ptr<Executor>> ex = gpu.create(program, options);
+    if (ex.ok()) {
+      selected.executor = std::move(*ex);
+      selected.reason = absl::StrJoin(passed_over, "; ");
+      return selected;
+    }
+    // Only "not here" falls through; a real failure (a bad kernel bundle, out of memory) is reported.
+    if (options.backend != "auto" || !absl::IsUnavailable(ex.status())) return ex.status();
+    passed_over.push_back(absl::StrCat(gpu.name, ": ", ex.status().message()));
+  }
+  if (options.backend != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown or unbuilt backend '", options.backend, "' (this kiln has: auto, cpu",
+                     GpuBackends().empty() ? "" : ", ", [] {
+                       std::vector<std::string> names;
+                       for (const GpuBackend& g : GpuBackends()) names.push_back(g.name);
+                       return absl::StrJoin(names, ", ");
+                     }(), ")"));
+  }
+  absl::StatusOr<std::unique_ptr<Executor>> ex = CreateCpu(program, options);
+  if (!ex.ok()) return ex.status();
+  selected.executor = std::move(*ex);
+  selected.reason = passed_over.empty() ? "no GPU backend in this build" : absl::StrJoin(passed_over, "; ");
+  return selected;
+}
+
+std::string DescribeKernelBundle(const std::string& target, std::span<const uint8_t> bytes) {
+  return absl::StrCat("  (this kiln cannot read kernels for ", target, ")\n");
+}
+
+}  // namespace kiln

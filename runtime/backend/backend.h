@@ -1,0 +1,39 @@
+// Picks the backend that runs a program: the one asked for, or with "auto"
+// the fastest one present (cuda, then vulkan, then cpu), and says which and
+// why, so a user never wonders where their model ran.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "runtime/executor/executor.h"
+#include "runtime/executor/program.h"
+
+namespace kiln {
+
+struct BackendOptions {
+  std::string backend = "auto";  // auto | cpu | cuda | vulkan
+  int device = 0;                // GPU index for cuda / vulkan
+  int threads = 0;               // cpu: 0 = all cores
+  int64_t num_pages = 0;         // KV pages; 0 = what the plan's context needs
+};
+
+struct SelectedBackend {
+  std::unique_ptr<Executor> executor;
+  // Why this backend, when "auto" passed over others: "no CUDA driver
+  // (libcuda.so.1 not found); the artifact has no vulkan kernels".
+  std::string reason;
+};
+
+// An explicit backend that cannot run (no driver, no kernels of its target in
+// the program, wrong SM) is an error that says why; "auto" falls back.
+absl::StatusOr<SelectedBackend> CreateExecutor(const Program& program, const BackendOptions& options);
+
+// For `kiln inspect`: what a kernels section holds (each module or kernel
+// with its template, constants, size and resource use), one line each.
+std::string DescribeKernelBundle(const std::string& target, std::span<const uint8_t> bytes);
+
+}  // namespace kiln

@@ -1,0 +1,52 @@
+#include "runtime/executor/executor.h"
+
+#include "absl/strings/str_format.h"
+
+namespace kiln {
+
+int64_t Executor::n_vocab() const {
+  const JsonValue* vocab = plan().model.Find("n_vocab");
+  return vocab != nullptr && vocab->int_value() ? *vocab->int_value() : 0;
+}
+
+absl::StatusOr<size_t> ValidateStepBatch(const Plan& plan, int64_t num_pages, const StepBatch& batch) {
+  const int64_t T = static_cast<int64_t>(batch.tokens.size());
+  const int64_t S = static_cast<int64_t>(batch.context_lens.size());
+  if (T == 0) return absl::InvalidArgumentError("step: no tokens");
+  const std::optional<size_t> bucket = plan.BucketFor(T);
+  if (!bucket) {
+    return absl::InvalidArgumentError(absl::StrFormat("step: %d tokens exceed the largest planned batch of %d", T,
+                                                      plan.buckets.back()));
+  }
+  if (static_cast<int64_t>(batch.positions.size()) != T || static_cast<int64_t>(batch.query_starts.size()) != S + 1 ||
+      static_cast<int64_t>(batch.block_tables.size()) != S * batch.pages_per_seq || batch.logit_rows.empty() ||
+      static_cast<int64_t>(batch.logit_rows.size()) > T || batch.query_starts.front() != 0 ||
+      batch.query_starts.back() != T) {
+    return absl::InvalidArgumentError("step: the batch's arrays disagree in size");
+  }
+  for (int64_t s = 0; s < S; ++s) {
+    if (batch.query_starts[s + 1] < batch.query_starts[s] ||
+        batch.context_lens[s] > batch.pages_per_seq * plan.pool.page_size ||
+        batch.context_lens[s] > plan.pool.max_tokens) {
+      return absl::OutOfRangeError(absl::StrFormat("step: sequence %d needs %d positions; its block table holds %d",
+                                                   s, batch.context_lens[s], batch.pages_per_seq * plan.pool.page_size));
+    }
+    for (int32_t t = batch.query_starts[s]; t < batch.query_starts[s + 1]; ++t) {
+      if (batch.positions[t] < 0 || batch.positions[t] >= batch.context_lens[s]) {
+        return absl::OutOfRangeError(absl::StrFormat("step: token %d at position %d outside sequence %d's %d positions",
+                                                     t, batch.positions[t], s, batch.context_lens[s]));
+      }
+    }
+  }
+  for (int32_t page : batch.block_tables) {
+    if (page < 0 || page >= num_pages) {
+      return absl::OutOfRangeError(absl::StrFormat("step: page %d outside the pool of %d pages", page, num_pages));
+    }
+  }
+  for (int32_t r : batch.logit_rows) {
+    if (r < 0 || r >= T) return absl::OutOfRangeError(absl::StrFormat("step: logit row %d outside %d tokens", r, T));
+  }
+  return *bucket;
+}
+
+}  // namespace kiln

@@ -1,0 +1,63 @@
+// What every backend (cpu, cuda, vulkan) offers the layers above it: one step
+// of the model over a ragged batch, with the KV cache in a page pool that the
+// caller addresses through block tables. The generator, the speculative loop
+// and the serving scheduler are written against this and nothing else.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/cpu/weight_storage.h"
+#include "runtime/executor/plan.h"
+
+namespace kiln {
+
+// The bytes of one weight as a weight source holds them.
+struct WeightBytes {
+  cpu::WeightStorage storage;
+  std::span<const uint8_t> data;
+};
+// Looks a weight up by name (in a GGUF file or an artifact).
+using WeightSource = std::function<absl::StatusOr<WeightBytes>(const std::string& name)>;
+
+// One step's inputs, the flattened layout of the step function (see
+// docs/architecture.md): T tokens of S sequences.
+struct StepBatch {
+  std::vector<int32_t> tokens;        // [T]
+  std::vector<int32_t> positions;     // [T]
+  std::vector<int32_t> query_starts;  // [S+1]
+  std::vector<int32_t> context_lens;  // [S]
+  std::vector<int32_t> block_tables;  // [S, pages_per_seq], row-major
+  int32_t pages_per_seq = 0;
+  std::vector<int32_t> logit_rows;    // [R]
+};
+
+// Checks a batch against a plan and a pool of `num_pages` pages: sizes agree,
+// positions lie inside their sequences, pages inside the pool, T fits a
+// bucket. Returns the bucket index. Every backend calls this before running.
+absl::StatusOr<size_t> ValidateStepBatch(const Plan& plan, int64_t num_pages, const StepBatch& batch);
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  // Runs one step; returns the logits of the requested rows, [R, n_vocab],
+  // valid until the next Step. T must fit the largest bucket (callers chunk
+  // long prompts); positions and block tables must stay inside the pool.
+  virtual absl::StatusOr<std::span<const float>> Step(const StepBatch& batch) = 0;
+
+  // Which backend this is and on what, for messages: "cpu (avx2, 2 threads)".
+  virtual std::string Describe() const = 0;
+
+  virtual const Plan& plan() const = 0;
+  virtual int64_t num_pages() const = 0;
+  int64_t page_size() const { return plan().pool.page_size; }
+  int64_t max_step_tokens() const { return plan().buckets.back(); }
+  int64_t n_vocab() const;
+};
+
+}  // namespace kiln
