@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/cpu/probe.h"
 #include "runtime/executor/cpu_executor.h"
 
 namespace kiln {
@@ -13,6 +14,7 @@ namespace {
 struct GpuBackend {
   const char* name;
   absl::StatusOr<std::unique_ptr<Executor>> (*create)(const Program&, const BackendOptions&);
+  absl::StatusOr<Ceilings> (*probe)(const BackendOptions&) = nullptr;
 };
 
 // The GPU backends built into this kiln, fastest first. Each entry returns
@@ -69,6 +71,22 @@ absl::StatusOr<SelectedBackend> CreateExecutor(const Program& program, const Bac
   selected.executor = std::move(*ex);
   selected.reason = passed_over.empty() ? "no GPU backend in this build" : absl::StrJoin(passed_over, "; ");
   return selected;
+}
+
+absl::StatusOr<Ceilings> ProbeCeilings(const Executor& executor, const BackendOptions& options) {
+  const std::string name = executor.BackendName();
+  if (name == "cpu") {
+    cpu::ThreadPool pool(options.threads);
+    absl::StatusOr<cpu::CpuCeilings> c = cpu::ProbeCpuCeilings(pool);
+    if (!c.ok()) return c.status();
+    return Ceilings{c->bytes_per_second, c->flops_per_second,
+                    absl::StrCat("parallel memcpy of 256 MiB, f32 matmul 128x2048x2048, ", pool.num_threads(),
+                                 " threads")};
+  }
+  for (const GpuBackend& gpu : GpuBackends()) {
+    if (name == gpu.name && gpu.probe != nullptr) return gpu.probe(options);
+  }
+  return absl::UnimplementedError(absl::StrCat("no probe for the ", name, " backend"));
 }
 
 std::string DescribeKernelBundle(const std::string& target, std::span<const uint8_t> bytes) {

@@ -32,6 +32,17 @@ struct SelectedBackend {
 // the program, wrong SM) is an error that says why; "auto" falls back.
 absl::StatusOr<SelectedBackend> CreateExecutor(const Program& program, const BackendOptions& options);
 
+// A device's two ceilings, measured by a probe on it (`kiln bench --probe`):
+// copy bandwidth (bytes read + written per second) and matrix FLOP/s.
+struct Ceilings {
+  double bytes_per_second = 0;
+  double flops_per_second = 0;
+  std::string what;  // how they were measured: "device-to-device copy 4 GiB; f16 mma GEMM 8192^3"
+};
+
+// Probes the device `executor` runs on (the same backend and device).
+absl::StatusOr<Ceilings> ProbeCeilings(const Executor& executor, const BackendOptions& options);
+
 // For `kiln inspect`: what a kernels section holds (each module or kernel
 // with its template, constants, size and resource use), one line each.
 std::string DescribeKernelBundle(const std::string& target, std::span<const uint8_t> bytes);

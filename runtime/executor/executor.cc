@@ -9,6 +9,11 @@ int64_t Executor::n_vocab() const {
   return vocab != nullptr && vocab->int_value() ? *vocab->int_value() : 0;
 }
 
+std::string Executor::BackendName() const {
+  const std::string d = Describe();
+  return d.substr(0, d.find(' '));
+}
+
 absl::StatusOr<size_t> ValidateStepBatch(const Plan& plan, int64_t num_pages, const StepBatch& batch) {
   const int64_t T = static_cast<int64_t>(batch.tokens.size());
   const int64_t S = static_cast<int64_t>(batch.context_lens.size());

@@ -52,6 +52,8 @@ class Executor {
 
   // Which backend this is and on what, for messages: "cpu (avx2, 2 threads)".
   virtual std::string Describe() const = 0;
+  // The backend's name alone: "cpu", "cuda", "vulkan" (Describe's first word).
+  std::string BackendName() const;
 
   virtual const Plan& plan() const = 0;
   virtual int64_t num_pages() const = 0;

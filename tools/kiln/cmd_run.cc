@@ -2,8 +2,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
-#include "runtime/executor/cpu_executor.h"
-#include "runtime/cpu/cpu_isa.h"
+#include "runtime/backend/backend.h"
 #include "runtime/executor/generator.h"
 #include "runtime/executor/program.h"
 #include "runtime/executor/speculative.h"
@@ -44,6 +43,9 @@ int RunRun(int argc, char** argv) {
       .Option("quant", "TYPE", "when compiling a GGUF: weight storage policy (as kiln compile --quant)")
       .Option("override", "LIST", "when compiling a GGUF: per-tensor storage, NAME_SUBSTRING=TYPE,...")
       .Option("threads", "N", "CPU threads (0: all cores)", "0")
+      .Option("backend", "NAME", "auto (the fastest present: cuda, vulkan, then cpu) | cpu | cuda | vulkan", "auto")
+      .Option("device", "N", "GPU index for the cuda and vulkan backends", "0")
+      .Option("weights", "FILE", "for a program-only artifact: the model file to bind the weights from")
       .Option("output-format", "FORMAT", "text (streamed) or json (one object at the end)", "text")
       .Flag("ignore-eos", "keep generating after an end-of-generation token")
       .Option("draft", "MODEL", "speculative decoding with this smaller model (same vocabulary) as the draft")
@@ -81,7 +83,7 @@ int RunRun(int argc, char** argv) {
   if (absl::Status s = ValidateSamplingParams(gen.sampling); !s.ok()) return Fail("run", std::string(s.message()));
 
   const std::string model = args.Get("MODEL");
-  absl::StatusOr<Program> program = LoadProgram(model, args.Get("quant"), args.Get("override"));
+  absl::StatusOr<Program> program = LoadProgram(model, args.Get("quant"), args.Get("override"), args.Get("weights"));
   if (!program.ok()) return Fail("run", std::string(program.status().message()));
   if (args.Has("draft") && args.GetFlag("lookup")) return Fail("run", "choose one of --draft and --lookup");
   absl::StatusOr<int64_t> draft_max = args.GetInt("draft-max");
@@ -122,12 +124,19 @@ int RunRun(int argc, char** argv) {
     return Fail("run", absl::StrFormat("the prompt (%d tokens) plus -n %d exceeds the model's context of %d tokens",
                                        prompt.size(), gen.max_new_tokens, program->plan.pool.max_tokens));
   }
-  CpuExecutorOptions exec_options;
+  absl::StatusOr<int64_t> device = args.GetInt("device");
+  if (!device.ok() || *device < 0) return Fail("run", "--device takes a GPU index (0, 1, ...)");
+  BackendOptions exec_options;
+  exec_options.backend = args.Get("backend");
+  exec_options.device = static_cast<int>(*device);
   exec_options.threads = static_cast<int>(*threads);
   exec_options.num_pages = (total + program->plan.pool.page_size - 1) / program->plan.pool.page_size;
-  absl::StatusOr<std::unique_ptr<CpuExecutor>> executor =
-      CpuExecutor::Create(program->plan, program->weights, exec_options);
-  if (!executor.ok()) return Fail("run", std::string(executor.status().message()));
+  absl::StatusOr<SelectedBackend> selected = CreateExecutor(*program, exec_options);
+  if (!selected.ok()) return Fail("run", std::string(selected.status().message()));
+  if (!selected->reason.empty()) {
+    std::fprintf(stderr, "kiln: backend %s (%s)\n", selected->executor->Describe().c_str(), selected->reason.c_str());
+  }
+  std::unique_ptr<Executor>* executor = &selected->executor;
 
   StreamingDecoder decoder(tok);
   const bool stream = format == "text";
@@ -147,17 +156,18 @@ int RunRun(int argc, char** argv) {
   };
   absl::StatusOr<GenerateResult> result;
   std::optional<SpeculativeStats> spec_stats;
-  std::unique_ptr<CpuExecutor> draft_executor;
+  std::unique_ptr<Executor> draft_executor;
   if (args.Has("draft") || args.GetFlag("lookup")) {
     std::unique_ptr<DraftSource> source;
     if (args.Has("draft")) {
-      CpuExecutorOptions draft_options = exec_options;
+      // The draft runs on the target's backend (same device).
+      BackendOptions draft_options = exec_options;
+      draft_options.backend = (*executor)->BackendName();
       draft_options.num_pages =
           (total + *draft_max + draft_program->plan.pool.page_size) / draft_program->plan.pool.page_size;
-      absl::StatusOr<std::unique_ptr<CpuExecutor>> d =
-          CpuExecutor::Create(draft_program->plan, draft_program->weights, draft_options);
+      absl::StatusOr<SelectedBackend> d = CreateExecutor(*draft_program, draft_options);
       if (!d.ok()) return Fail("run", absl::StrCat("draft: ", d.status().message()));
-      draft_executor = *std::move(d);
+      draft_executor = std::move(d->executor);
       source = std::make_unique<DraftModel>(*draft_executor, gen.sampling);
     } else {
       source = std::make_unique<NgramLookupDraft>();

@@ -2,8 +2,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
-#include "runtime/executor/cpu_executor.h"
-#include "runtime/cpu/cpu_isa.h"
+#include "runtime/backend/backend.h"
 #include "runtime/serving/engine.h"
 #include "runtime/serving/http_server.h"
 #include "runtime/serving/kv_page_manager.h"
@@ -17,7 +16,7 @@ namespace kiln::cli {
 int RunServe(int argc, char** argv) {
   ArgParser args("serve", "Serves a model over an OpenAI-compatible HTTP API (/v1/completions,\n"
                           "/v1/chat/completions with streaming, /v1/models, /health, /metrics, a chat page at /),\n"
-                          "batching concurrent requests continuously on the CPU backend.");
+                          "batching concurrent requests continuously on the chosen backend.");
   args.Positional("MODEL", "a .kiln artifact or a .gguf file")
       .Option("host", "ADDR", "address to listen on (loopback unless you mean otherwise)", "127.0.0.1")
       .Option("port", "N", "TCP port (0: any free port, printed)", "8080")
@@ -28,6 +27,9 @@ int RunServe(int argc, char** argv) {
       .Option("max-tokens", "N", "largest max_tokens a request may ask for", "4096")
       .Option("max-body", "BYTES", "largest request body", "1048576")
       .Option("threads", "N", "CPU threads (0: all cores)", "0")
+      .Option("backend", "NAME", "auto (the fastest present: cuda, vulkan, then cpu) | cpu | cuda | vulkan", "auto")
+      .Option("device", "N", "GPU index for the cuda and vulkan backends", "0")
+      .Option("weights", "FILE", "for a program-only artifact: the model file to bind the weights from")
       .Option("quant", "TYPE", "when compiling a GGUF: weight storage policy");
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("serve", std::string(s.message()));
   if (args.help_requested()) {
@@ -43,16 +45,25 @@ int RunServe(int argc, char** argv) {
     *out = *v;
   }
   if (port > 65535) return Fail("serve", "--port must be at most 65535");
-  absl::StatusOr<Program> program = LoadProgram(args.Get("MODEL"), args.Get("quant"));
+  absl::StatusOr<Program> program = LoadProgram(args.Get("MODEL"), args.Get("quant"), "", args.Get("weights"));
   if (!program.ok()) return Fail("serve", std::string(program.status().message()));
   const PlanPagePool& pool = program->plan.pool;
   const int64_t page_bytes = 2 * pool.layers * pool.page_size * pool.kv_heads * pool.head_dim * 4;
   const int64_t pages = kv_mib * 1024 * 1024 / page_bytes;
   if (pages < 1) return Fail("serve", "--kv-memory is too small for one page");
-  CpuExecutorOptions exec_options{static_cast<int>(threads), pages};
-  absl::StatusOr<std::unique_ptr<CpuExecutor>> executor =
-      CpuExecutor::Create(program->plan, program->weights, exec_options);
-  if (!executor.ok()) return Fail("serve", std::string(executor.status().message()));
+  absl::StatusOr<int64_t> device = args.GetInt("device");
+  if (!device.ok() || *device < 0) return Fail("serve", "--device takes a GPU index (0, 1, ...)");
+  BackendOptions exec_options;
+  exec_options.backend = args.Get("backend");
+  exec_options.device = static_cast<int>(*device);
+  exec_options.threads = static_cast<int>(threads);
+  exec_options.num_pages = pages;
+  absl::StatusOr<SelectedBackend> selected = CreateExecutor(*program, exec_options);
+  if (!selected.ok()) return Fail("serve", std::string(selected.status().message()));
+  if (!selected->reason.empty()) {
+    std::fprintf(stderr, "kiln: backend %s (%s)\n", selected->executor->Describe().c_str(), selected->reason.c_str());
+  }
+  std::unique_ptr<Executor>* executor = &selected->executor;
   KvPageManager kv(pages, pool.page_size);
   Engine engine(**executor, kv, SchedulerOptions{budget, running});
   std::string name = args.Get("MODEL");

@@ -15,6 +15,7 @@ int RunSynth(int argc, char** argv);
 int RunCompile(int argc, char** argv);
 int RunRun(int argc, char** argv);
 int RunServe(int argc, char** argv);
+int RunBench(int argc, char** argv);
 // Compiles a GGUF file or HF folder in memory to a kiln-plan-v1 JSON plan
 // with the given --quant policy and comma-separated --override list. Only a kiln built with the compiler has one;
 // main() hands it to `run`.
@@ -23,7 +24,7 @@ using InMemoryCompiler = absl::StatusOr<std::string> (*)(const std::string& mode
 void SetInMemoryCompiler(InMemoryCompiler compiler);
 absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const std::string& quant,
                                               const std::string& overrides);
-// bench: present in the CLI, not built yet; compile without the compiler.
+// compile in a runtime-only kiln: says where to compile instead.
 int RunUnbuilt(int argc, char** argv);
 
 }  // namespace kiln::cli

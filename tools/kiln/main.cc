@@ -21,7 +21,7 @@ constexpr Command kCommands[] = {
 #endif
     {"run", "generate text with a model on the CPU", kiln::cli::RunRun},
     {"serve", "serve a model over an OpenAI-compatible HTTP API", kiln::cli::RunServe},
-    {"bench", "measure prefill and decode speed (not built yet)", kiln::cli::RunUnbuilt},
+    {"bench", "measure prefill and decode speed beside the roofline and the peers", kiln::cli::RunBench},
     {"inspect", "print a model file's architecture, tokenizer and tensors", kiln::cli::RunInspect},
     {"tokenize", "print the token ids of a text", kiln::cli::RunTokenize},
     {"synth", "write a Llama-family GGUF with random weights", kiln::cli::RunSynth},
