@@ -86,18 +86,9 @@ absl::StatusOr<Draft> DraftModel::Propose(std::span<const int32_t> seq, int k) {
       logits = StepSequence(executor_, ext, b, e, {static_cast<int32_t>(e - b - 1)});
       if (!logits.ok()) return logits.status();
     }
-    if (sampling_.temperature > 0) {
-      // Draw from exactly the q that is reported to the verifier.
-      absl::StatusOr<std::vector<float>> q = Dense(*sampler, *logits);
-      if (!q.ok()) return q.status();
-      draft.q.push_back(*std::move(q));
-      draft.tokens.push_back(DrawFrom(draft.q.back(), rng));
-      sampler->Accept(draft.tokens.back());
-    } else {
-      absl::StatusOr<SampledToken> next = sampler->Sample(*logits);
-      if (!next.ok()) return next.status();
-      draft.tokens.push_back(next->token);
-    }
+    absl::StatusOr<int32_t> token = ChooseDraftToken(*sampler, *logits, rng, draft.q);
+    if (!token.ok()) return token.status();
+    draft.tokens.push_back(*token);
     begin = end;
     ext.push_back(draft.tokens.back());
   }
@@ -107,6 +98,81 @@ absl::StatusOr<Draft> DraftModel::Propose(std::span<const int32_t> seq, int k) {
 }
 
 void DraftModel::Commit(int64_t kept) { cached_ = std::min(cached_, kept); }
+
+absl::StatusOr<int32_t> ChooseDraftToken(Sampler& sampler, std::span<const float> logits, std::mt19937_64& rng,
+                                         std::vector<std::vector<float>>& q) {
+  if (sampler.params().temperature == 0) {
+    absl::StatusOr<SampledToken> next = sampler.Sample(logits);
+    if (!next.ok()) return next.status();
+    return next->token;
+  }
+  // Draw from exactly the q that is reported to the verifier.
+  absl::StatusOr<std::vector<float>> dense = Dense(sampler, logits);
+  if (!dense.ok()) return dense.status();
+  q.push_back(*std::move(dense));
+  const int32_t token = DrawFrom(q.back(), rng);
+  sampler.Accept(token);
+  return token;
+}
+
+absl::StatusOr<Verdict> VerifyDraft(Sampler& sampler, const Draft& draft, std::span<const float> rows,
+                                    int64_t vocab, std::mt19937_64& rng, int top_logprobs) {
+  const int kd = static_cast<int>(draft.tokens.size());
+  if (vocab <= 0 || rows.size() != static_cast<size_t>(kd + 1) * static_cast<size_t>(vocab)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "verify: %d logits for %d drafted tokens need %d rows of %d", rows.size(), kd, kd + 1, vocab));
+  }
+  if (!draft.q.empty() && static_cast<int>(draft.q.size()) != kd) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("verify: %d draft distributions for %d drafted tokens", draft.q.size(), kd));
+  }
+  const bool greedy = sampler.params().temperature == 0;
+  if (!greedy && top_logprobs != Sampler::kNoLogprobs) {
+    return absl::InvalidArgumentError("verify: logprobs are reported for greedy sampling only");
+  }
+  auto row = [&](int i) { return rows.subspan(static_cast<size_t>(i) * vocab, static_cast<size_t>(vocab)); };
+  Verdict verdict;
+  for (int i = 0; i < kd; ++i) {
+    const int32_t x = draft.tokens[i];
+    if (x < 0 || x >= vocab) {
+      return absl::InvalidArgumentError(absl::StrFormat("verify: drafted token %d outside the vocabulary of %d", x, vocab));
+    }
+    Sampler probe = sampler;  // the penalties see the tokens accepted so far
+    if (greedy) {
+      absl::StatusOr<SampledToken> t = probe.Sample(row(i), top_logprobs);
+      if (!t.ok()) return t.status();
+      // Either way the probe has accepted exactly the token kept next.
+      sampler = std::move(probe);
+      verdict.tokens.push_back(*t);
+      if (t->token != x) return verdict;
+      ++verdict.accepted;
+      continue;
+    }
+    absl::StatusOr<std::vector<float>> p = Dense(probe, row(i));
+    if (!p.ok()) return p.status();
+    const double qx = draft.q.empty() ? 1.0 : draft.q[i][x];
+    if (qx > 0 && Uniform(rng) < std::min(1.0, (*p)[x] / qx)) {
+      sampler.Accept(x);
+      verdict.tokens.push_back({.token = x, .probability = (*p)[x], .logprob = std::nullopt, .top_logprobs = {}});
+      ++verdict.accepted;
+      continue;
+    }
+    std::vector<float> residual(vocab);
+    for (int64_t t = 0; t < vocab; ++t) {
+      const float q = draft.q.empty() ? (t == x ? 1.0f : 0.0f) : draft.q[i][t];
+      residual[t] = std::max(0.0f, (*p)[t] - q);
+    }
+    const int32_t next = DrawFrom(residual, rng);
+    sampler.Accept(next);
+    verdict.tokens.push_back({.token = next, .probability = (*p)[next], .logprob = std::nullopt, .top_logprobs = {}});
+    return verdict;
+  }
+  // Every draft kept: the target's own token after them.
+  absl::StatusOr<SampledToken> bonus = sampler.Sample(row(kd), top_logprobs);
+  if (!bonus.ok()) return bonus.status();
+  verdict.tokens.push_back(*bonus);
+  return verdict;
+}
 
 absl::StatusOr<SpeculativeResult> GenerateSpeculative(Executor& target, DraftSource& draft,
                                                       std::span<const int32_t> prompt,
@@ -123,7 +189,6 @@ absl::StatusOr<SpeculativeResult> GenerateSpeculative(Executor& target, DraftSou
   if (!sampler.ok()) return sampler.status();
   sampler->Accept(prompt);
   std::mt19937_64 rng(gen.sampling.seed ^ 0x5bd1e9955bd1e995ull);
-  const bool greedy = gen.sampling.temperature == 0;
 
   SpeculativeResult out;
   GenerateResult& result = out.result;
@@ -179,52 +244,12 @@ absl::StatusOr<SpeculativeResult> GenerateSpeculative(Executor& target, DraftSou
     ++out.stats.steps;
     out.stats.drafted += kd;
 
-    int accepted = 0;
-    int32_t next = -1;
-    for (int i = 0; i < kd && next < 0; ++i) {
-      const std::span<const float> row(all.data() + i * vocab, vocab);
-      const int32_t x = d->tokens[i];
-      if (greedy) {
-        Sampler probe = *sampler;  // the penalties see the tokens accepted so far
-        absl::StatusOr<SampledToken> t = probe.Sample(row);
-        if (!t.ok()) return t.status();
-        if (t->token == x) {
-          sampler->Accept(x);
-          ++accepted;
-        } else {
-          next = t->token;
-        }
-        continue;
-      }
-      Sampler probe = *sampler;
-      absl::StatusOr<std::vector<float>> p = Dense(probe, row);
-      if (!p.ok()) return p.status();
-      const double qx = d->q.empty() ? 1.0 : d->q[i][x];
-      if (qx > 0 && Uniform(rng) < std::min(1.0, (*p)[x] / qx)) {
-        sampler->Accept(x);
-        ++accepted;
-        continue;
-      }
-      std::vector<float> residual(vocab);
-      for (size_t t = 0; t < vocab; ++t) {
-        const float q = d->q.empty() ? (static_cast<int32_t>(t) == x ? 1.0f : 0.0f) : d->q[i][t];
-        residual[t] = std::max(0.0f, (*p)[t] - q);
-      }
-      next = DrawFrom(residual, rng);
-      sampler->Accept(next);
-    }
-    if (next < 0) {  // every draft kept: the target's own token after them
-      absl::StatusOr<SampledToken> bonus = sampler->Sample(std::span<const float>(all.data() + kd * vocab, vocab));
-      if (!bonus.ok()) return bonus.status();
-      next = bonus->token;
-    } else if (greedy) {
-      sampler->Accept(next);
-    }
-    out.stats.accepted += accepted;
-    draft.Commit(n + accepted);
-    for (int i = 0; i < accepted && going; ++i) going = emit(d->tokens[i]);
-    if (going) going = emit(next);
-    k = accepted == kd ? std::min(k + 1, options.draft_max) : std::max(1, accepted + 1);
+    absl::StatusOr<Verdict> verdict = VerifyDraft(*sampler, *d, all, static_cast<int64_t>(vocab), rng);
+    if (!verdict.ok()) return verdict.status();
+    out.stats.accepted += verdict->accepted;
+    draft.Commit(n + verdict->accepted);
+    for (size_t i = 0; i < verdict->tokens.size() && going; ++i) going = emit(verdict->tokens[i].token);
+    k = NextDraftLength(k, kd, verdict->accepted, options.draft_max);
   }
   result.generate_seconds = Since(decode_start);
   return out;

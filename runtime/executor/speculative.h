@@ -7,9 +7,11 @@
 // Rejected positions need no copy: the next step writes over them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <random>
 #include <span>
 #include <vector>
 
@@ -65,6 +67,41 @@ class DraftModel : public DraftSource {
   int64_t cached_ = 0;  // tokens of the sequence in the draft's KV cache
   std::vector<int32_t> fed_;  // what the cache holds
 };
+
+// A draft source's choice of its next token from its own logits: the greedy
+// token for temperature 0, else a draw whose distribution is appended to `q`
+// (what the rejection rule needs). `sampler` accepts the token.
+absl::StatusOr<int32_t> ChooseDraftToken(Sampler& sampler, std::span<const float> logits, std::mt19937_64& rng,
+                                         std::vector<std::vector<float>>& q);
+
+// The target's verdict on one draft: the drafted tokens it keeps, then its
+// own token after them (the correction where it rejected one, else the
+// bonus token after a fully accepted draft).
+struct Verdict {
+  int accepted = 0;
+  std::vector<SampledToken> tokens;  // accepted + 1 of them
+};
+
+// Judges `draft` with the target's logits `rows`, [draft.tokens.size() + 1,
+// vocab]: row i is the target's distribution of the token after the i-th
+// drafted one (row 0: after the sequence so far). With temperature 0 a
+// drafted token is kept when it is the target's own greedy choice (so the
+// output is exactly plain greedy decoding); otherwise the rejection rule
+// above, with `rng` for its coins and residual draws. `sampler` has seen the
+// sequence so far and accepts every kept token. Logprobs (`top_logprobs`
+// other than kNoLogprobs) are reported for greedy sampling only; a sampled
+// request that asks for them is an InvalidArgument error (callers do not
+// speculate for it).
+absl::StatusOr<Verdict> VerifyDraft(Sampler& sampler, const Draft& draft, std::span<const float> rows,
+                                    int64_t vocab, std::mt19937_64& rng,
+                                    int top_logprobs = Sampler::kNoLogprobs);
+
+// The adaptive draft length: one longer after a fully accepted draft (up to
+// `draft_max`), else one past what was accepted, so k follows the recent
+// acceptance run length.
+inline int NextDraftLength(int k, int drafted, int accepted, int draft_max) {
+  return accepted == drafted ? std::min(k + 1, draft_max) : std::max(1, accepted + 1);
+}
 
 struct SpeculativeOptions {
   GenerateOptions generate;

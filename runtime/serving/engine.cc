@@ -4,8 +4,8 @@
 
 namespace kiln {
 
-Engine::Engine(Executor& executor, KvPageManager& pages, SchedulerOptions options)
-    : pages_(pages), scheduler_(executor, pages, options) {
+Engine::Engine(Executor& executor, KvPageManager& pages, SchedulerOptions options, StepDrafter* drafter)
+    : pages_(pages), scheduler_(executor, pages, options, drafter), speculative_(drafter != nullptr) {
   thread_ = std::thread([this] { Loop(); });
 }
 

@@ -17,7 +17,8 @@ namespace kiln {
 
 class Engine {
  public:
-  Engine(Executor& executor, KvPageManager& pages, SchedulerOptions options);
+  // `drafter` (optional, not owned): see Scheduler.
+  Engine(Executor& executor, KvPageManager& pages, SchedulerOptions options, StepDrafter* drafter = nullptr);
   ~Engine();  // Stop()
 
   absl::StatusOr<int64_t> Submit(ScheduledRequest request);
@@ -25,6 +26,7 @@ class Engine {
   void Stop();
 
   SchedulerStats stats() const;
+  bool speculative() const { return speculative_; }  // has a drafter
   KvPageStats page_stats() const;
 
  private:
@@ -32,6 +34,7 @@ class Engine {
 
   KvPageManager& pages_;
   Scheduler scheduler_;
+  const bool speculative_;
   mutable std::mutex mu_;  // guards scheduler_ and pages_
   // Threads waiting for mu_: the engine steps aside between steps until
   // they have had it (std::mutex is not fair, and the engine would

@@ -32,6 +32,7 @@ struct Choice {
   std::unique_ptr<StreamingDecoder> decoder;
   Clock::time_point last_token;
   bool first = true;
+  SpeculativeStats speculation;
 };
 
 struct Shared {
@@ -197,6 +198,11 @@ void OpenAiApi::Completions(const HttpRequest& request, ResponseWriter& writer, 
   if (const JsonValue* st = body->Find("stream"); st != nullptr && !st->is_null() && !st->is_bool()) {
     return bad("'stream' must be a boolean", "stream");
   }
+  bool speculative = true;
+  if (const JsonValue* sp = body->Find("speculative"); sp != nullptr && !sp->is_null()) {
+    if (!sp->is_bool()) return bad("'speculative' must be a boolean", "speculative");
+    speculative = sp->bool_value();
+  }
   const JsonValue* stream_v = body->Find("stream");
   const bool stream = stream_v != nullptr && stream_v->is_bool() && stream_v->bool_value();
 
@@ -274,9 +280,11 @@ void OpenAiApi::Completions(const HttpRequest& request, ResponseWriter& writer, 
       shared->cv.notify_all();
       return !stopped;
     };
-    req.on_finish = [shared, k](const std::string& reason) {
+    req.speculative = speculative;
+    req.on_finish = [shared, k](const std::string& reason, const SpeculativeStats& speculation) {
       std::lock_guard<std::mutex> lock(shared->mu);
       Choice& c = shared->choices[k];
+      c.speculation = speculation;
       if (c.finish_reason.empty()) c.finish_reason = reason == "cancelled" ? "cancelled" : FinishReason(reason);
       c.done = true;
       shared->cv.notify_all();
@@ -351,6 +359,22 @@ void OpenAiApi::Completions(const HttpRequest& request, ResponseWriter& writer, 
     usage.Set("prompt_tokens", JsonValue::Int(static_cast<int64_t>(prompt.size())));
     usage.Set("completion_tokens", JsonValue::Int(completion_tokens));
     usage.Set("total_tokens", JsonValue::Int(static_cast<int64_t>(prompt.size()) + completion_tokens));
+    if (engine_.speculative()) {
+      // Summed over the choices; the mean is accepted tokens per
+      // verification that carried a draft.
+      SpeculativeStats sum;
+      for (const Choice& c : shared->choices) {
+        sum.steps += c.speculation.steps;
+        sum.drafted += c.speculation.drafted;
+        sum.accepted += c.speculation.accepted;
+      }
+      JsonValue spec = JsonValue::MakeObject();
+      spec.Set("drafted", JsonValue::Int(sum.drafted));
+      spec.Set("accepted", JsonValue::Int(sum.accepted));
+      spec.Set("verifications", JsonValue::Int(sum.steps));
+      spec.Set("mean_accepted_length", JsonValue::Number(sum.mean_accepted_length()));
+      usage.Set("speculative", std::move(spec));
+    }
     out.Set("usage", std::move(usage));
     lock.unlock();
     writer.Send(200, "application/json", ToJson(out));
@@ -444,6 +468,14 @@ void OpenAiApi::Metrics(ResponseWriter& writer) {
   gauge("kiln_generation_tokens_total", "Tokens generated.", completion_tokens_total_.load(), "counter");
   gauge("kiln_preemptions_total", "Sequences preempted for lack of KV pages.", s.preemptions, "counter");
   gauge("kiln_steps_total", "Scheduler steps run.", s.steps, "counter");
+  gauge("kiln_spec_drafted_tokens_total", "Draft tokens proposed for verification.", s.spec_drafted, "counter");
+  gauge("kiln_spec_accepted_tokens_total", "Draft tokens the target accepted.", s.spec_accepted, "counter");
+  gauge("kiln_spec_verifications_total", "Sequence verifications that carried a draft.", s.spec_verifications,
+        "counter");
+  gauge("kiln_spec_acceptance_rate", "Accepted / drafted tokens (0 before any draft).",
+        s.spec_drafted > 0 ? static_cast<double>(s.spec_accepted) / s.spec_drafted : 0.0);
+  gauge("kiln_spec_mean_accepted_length", "Accepted tokens per verification with a draft (0 before any).",
+        s.spec_verifications > 0 ? static_cast<double>(s.spec_accepted) / s.spec_verifications : 0.0);
   std::lock_guard<std::mutex> lock(metrics_mu_);
   auto histogram = [&](const char* name, const char* help, const std::vector<double>& counts, double sum,
                        int64_t count) {

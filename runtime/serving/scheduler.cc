@@ -7,10 +7,11 @@
 
 namespace kiln {
 
-Scheduler::Scheduler(Executor& executor, KvPageManager& pages, SchedulerOptions options)
-    : executor_(executor), pages_(pages), options_(options) {
+Scheduler::Scheduler(Executor& executor, KvPageManager& pages, SchedulerOptions options, StepDrafter* drafter)
+    : executor_(executor), pages_(pages), options_(options), drafter_(drafter) {
   options_.token_budget = std::clamp<int64_t>(options_.token_budget, 1, executor_.max_step_tokens());
   options_.max_running = std::max<int64_t>(options_.max_running, 1);
+  options_.draft_max = std::max(options_.draft_max, 1);
 }
 
 absl::StatusOr<int64_t> Scheduler::Submit(ScheduledRequest request) {
@@ -34,6 +35,10 @@ absl::StatusOr<int64_t> Scheduler::Submit(ScheduledRequest request) {
   seq->tokens = request.prompt;
   sampler->Accept(request.prompt);
   seq->sampler = *std::move(sampler);
+  seq->speculates = drafter_ != nullptr && request.speculative &&
+                    (request.sampling.temperature == 0 || request.logprobs == Sampler::kNoLogprobs);
+  seq->draft_cap = std::max(1, options_.draft_max / 2);
+  seq->rng.seed(request.sampling.seed ^ 0x5bd1e9955bd1e995ull);
   seq->request = std::move(request);
   const int64_t id = seq->id;
   sequences_[id] = std::move(seq);
@@ -51,16 +56,18 @@ void Scheduler::FailAll(const std::string& reason) {
 
 void Scheduler::Finish(Sequence& seq, const std::string& reason) {
   if (pages_.Contains(seq.id)) (void)pages_.Free(seq.id);
+  if (drafter_ != nullptr) drafter_->Release(seq.id);
   running_.erase(std::remove(running_.begin(), running_.end(), seq.id), running_.end());
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq.id), waiting_.end());
   ++stats_.finished;
-  if (seq.request.on_finish) seq.request.on_finish(reason);
+  if (seq.request.on_finish) seq.request.on_finish(reason, seq.spec);
   sequences_.erase(seq.id);  // `seq` is gone after this
 }
 
 void Scheduler::Preempt(Sequence& seq) {
   // Recompute: drop the KV, keep prompt + generated tokens and the sampler.
   (void)pages_.Free(seq.id);
+  if (drafter_ != nullptr) drafter_->Release(seq.id);
   seq.computed = 0;
   running_.erase(std::remove(running_.begin(), running_.end(), seq.id), running_.end());
   waiting_.push_front(seq.id);
@@ -75,10 +82,6 @@ absl::StatusOr<bool> Scheduler::Step() {
   }
   if (idle()) return false;
 
-  struct Slot {
-    Sequence* seq;
-    int64_t begin, count;
-  };
   std::vector<Slot> slots;
   int64_t budget = options_.token_budget;
 
@@ -103,7 +106,7 @@ absl::StatusOr<bool> Scheduler::Step() {
       continue;            // retry this sequence
     }
     if (!grown.ok()) return grown;
-    slots.push_back({&s, s.computed, count});
+    slots.push_back({&s, s.computed, count, {}});
     budget -= count;
     ++i;
   }
@@ -117,7 +120,7 @@ absl::StatusOr<bool> Scheduler::Step() {
     running_.push_back(s.id);
     s.computed = *cached;
     const int64_t count = std::min(static_cast<int64_t>(s.tokens.size()) - s.computed, budget);
-    slots.push_back({&s, s.computed, count});
+    slots.push_back({&s, s.computed, count, {}});
     budget -= count;
   }
   if (slots.empty()) {
@@ -128,6 +131,11 @@ absl::StatusOr<bool> Scheduler::Step() {
     return !idle();
   }
 
+  if (drafter_ != nullptr) {
+    const std::vector<int> lengths = PlanDrafts(slots, options_.token_budget - budget);
+    if (absl::Status drafted = DraftSlots(slots, lengths); !drafted.ok()) return drafted;
+  }
+
   StepBatch batch;
   int32_t max_pages = 0;
   for (const Slot& slot : slots) {
@@ -136,30 +144,46 @@ absl::StatusOr<bool> Scheduler::Step() {
   batch.pages_per_seq = max_pages;
   batch.query_starts.push_back(0);
   std::vector<int> row_of_slot(slots.size(), -1);
+  int64_t drafted = 0;
   for (size_t k = 0; k < slots.size(); ++k) {
     const Slot& slot = slots[k];
+    const int64_t kd = static_cast<int64_t>(slot.draft.tokens.size());
     for (int64_t p = slot.begin; p < slot.begin + slot.count; ++p) {
       batch.tokens.push_back(slot.seq->tokens[p]);
       batch.positions.push_back(static_cast<int32_t>(p));
     }
+    for (int64_t j = 0; j < kd; ++j) {
+      batch.tokens.push_back(slot.draft.tokens[j]);
+      batch.positions.push_back(static_cast<int32_t>(slot.begin + slot.count + j));
+    }
+    drafted += kd;
     batch.query_starts.push_back(static_cast<int32_t>(batch.tokens.size()));
-    batch.context_lens.push_back(static_cast<int32_t>(slot.begin + slot.count));
+    batch.context_lens.push_back(static_cast<int32_t>(slot.begin + slot.count + kd));
     std::span<const int32_t> table = pages_.BlockTable(slot.seq->id);
     batch.block_tables.insert(batch.block_tables.end(), table.begin(), table.end());
     batch.block_tables.resize(batch.block_tables.size() + (max_pages - table.size()), 0);
     if (slot.begin + slot.count == static_cast<int64_t>(slot.seq->tokens.size())) {
+      // A row for the slot's last own token and one after each drafted token.
       row_of_slot[k] = static_cast<int>(batch.logit_rows.size());
-      batch.logit_rows.push_back(static_cast<int32_t>(batch.tokens.size() - 1));
+      for (int64_t j = kd; j >= 0; --j) batch.logit_rows.push_back(static_cast<int32_t>(batch.tokens.size() - 1 - j));
     }
   }
   if (batch.logit_rows.empty()) batch.logit_rows.push_back(static_cast<int32_t>(batch.tokens.size() - 1));
   absl::StatusOr<std::span<const float>> logits = executor_.Step(batch);
   if (!logits.ok()) return logits.status();
   ++stats_.steps;
+  stats_.last_step_tokens = static_cast<int64_t>(batch.tokens.size());
+  stats_.last_step_sequences = static_cast<int64_t>(slots.size());
+  stats_.last_step_drafted = drafted;
 
   const int64_t vocab = executor_.n_vocab();
   for (size_t k = 0; k < slots.size(); ++k) {
     Sequence& s = *slots[k].seq;
+    if (!slots[k].draft.tokens.empty()) {
+      const size_t rows = slots[k].draft.tokens.size() + 1;
+      Verify(slots[k], logits->subspan(static_cast<size_t>(row_of_slot[k]) * vocab, rows * vocab));
+      continue;
+    }
     s.computed += slots[k].count;
     // A chunk of more than one token is prompt (or recompute after preemption).
     (slots[k].count > 1 || s.generated == 0 ? stats_.prefill_tokens : stats_.decode_tokens) += slots[k].count;
@@ -171,18 +195,126 @@ absl::StatusOr<bool> Scheduler::Step() {
       Finish(s, absl::StrCat("error: ", next.status().message()));
       continue;
     }
-    s.tokens.push_back(next->token);
-    ++s.generated;
-    const bool keep = !s.request.on_token || s.request.on_token(next->token, *next);
-    if (!keep) {
-      Finish(s, "cancelled");
-    } else if (s.request.is_end_of_generation && s.request.is_end_of_generation(next->token)) {
-      Finish(s, "eog");
-    } else if (s.generated >= s.request.max_tokens) {
-      Finish(s, "length");
-    }
+    Emit(s, *next);
   }
   return !idle();
+}
+
+bool Scheduler::Emit(Sequence& s, const SampledToken& token) {
+  s.tokens.push_back(token.token);
+  ++s.generated;
+  const bool keep = !s.request.on_token || s.request.on_token(token.token, token);
+  if (!keep) {
+    Finish(s, "cancelled");
+  } else if (s.request.is_end_of_generation && s.request.is_end_of_generation(token.token)) {
+    Finish(s, "eog");
+  } else if (s.generated >= s.request.max_tokens) {
+    Finish(s, "length");
+  } else {
+    return true;
+  }
+  return false;
+}
+
+// The draft-length rule. A drafted token costs the step one more token to
+// verify. While a step is small it is memory-bound (its time is reading the
+// weights), so those extra tokens are about free and drafting gains the
+// expected accepted tokens; past `verify_budget` tokens the step is
+// compute-bound, every verified token costs what a decoded one does, and a
+// drafted token accepted with probability below 1 is a loss. So the room for
+// drafts is verify_budget (at most the token budget) minus the step's own
+// tokens (decodes and prefill chunks), handed out one token per round to
+// the decoding speculative sequences with the best recent acceptance first,
+// each up to its adaptive length (NextDraftLength: one longer after a fully
+// accepted draft, else one past what was accepted) and to what it may still
+// generate. A batch of verify_budget decodes leaves no room: every k is 0,
+// and the step is plain decoding.
+std::vector<int> Scheduler::PlanDrafts(const std::vector<Slot>& slots, int64_t step_tokens) const {
+  std::vector<int> lengths(slots.size(), 0);
+  int64_t room = std::min(options_.verify_budget, options_.token_budget) - step_tokens;
+  std::vector<size_t> order;
+  std::vector<int> cap(slots.size(), 0);
+  for (size_t k = 0; k < slots.size(); ++k) {
+    const Sequence& s = *slots[k].seq;
+    const bool decoding = slots[k].count == 1 && s.generated > 0 &&
+                          slots[k].begin + 1 == static_cast<int64_t>(s.tokens.size());
+    if (!s.speculates || !decoding) continue;
+    // Keep the accepted tokens plus the target's own within max_tokens.
+    cap[k] = static_cast<int>(std::min<int64_t>(s.draft_cap, s.request.max_tokens - s.generated - 1));
+    if (cap[k] > 0) order.push_back(k);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const double ra = slots[a].seq->acceptance, rb = slots[b].seq->acceptance;
+    return ra > rb || (ra == rb && a < b);
+  });
+  for (bool gave = true; room > 0 && gave;) {
+    gave = false;
+    for (size_t k : order) {
+      if (room == 0) break;
+      if (lengths[k] >= cap[k]) continue;
+      ++lengths[k];
+      --room;
+      gave = true;
+    }
+  }
+  return lengths;
+}
+
+absl::Status Scheduler::DraftSlots(std::vector<Slot>& slots, const std::vector<int>& lengths) {
+  std::vector<DraftWant> wants;
+  std::vector<size_t> slot_of;
+  for (size_t k = 0; k < slots.size(); ++k) {
+    if (lengths[k] == 0) continue;
+    const Sequence& s = *slots[k].seq;
+    wants.push_back({s.id, s.tokens, lengths[k], &s.request.sampling});
+    slot_of.push_back(k);
+  }
+  if (wants.empty()) return absl::OkStatus();
+  absl::StatusOr<std::vector<Draft>> drafts = drafter_->Propose(wants);
+  if (!drafts.ok()) return drafts.status();
+  for (size_t w = 0; w < wants.size(); ++w) {
+    Slot& slot = slots[slot_of[w]];
+    Draft& d = (*drafts)[w];
+    if (static_cast<int>(d.tokens.size()) > lengths[slot_of[w]]) d.tokens.resize(lengths[slot_of[w]]);
+    if (d.tokens.empty()) continue;
+    const int64_t need = slot.begin + slot.count + static_cast<int64_t>(d.tokens.size());
+    // Speculation takes free pages only; it never preempts anyone.
+    if (!pages_.Grow(slot.seq->id, std::max(pages_.NumTokens(slot.seq->id), need)).ok()) continue;
+    if (!d.q.empty()) d.q.resize(d.tokens.size());
+    slot.draft = std::move(d);
+  }
+  return absl::OkStatus();
+}
+
+bool Scheduler::Verify(Slot& slot, std::span<const float> rows) {
+  Sequence& s = *slot.seq;
+  const int kd = static_cast<int>(slot.draft.tokens.size());
+  absl::StatusOr<Verdict> verdict =
+      VerifyDraft(*s.sampler, slot.draft, rows, executor_.n_vocab(), s.rng, s.request.logprobs);
+  if (!verdict.ok()) {
+    Finish(s, absl::StrCat("error: ", verdict.status().message()));
+    return false;
+  }
+  const int accepted = verdict->accepted;
+  // The slot's own token and the accepted drafts now have their KV; the
+  // rejected positions are dropped (the pages past them go back).
+  s.computed += slot.count + accepted;
+  (void)pages_.Truncate(s.id, s.computed);
+  drafter_->Commit(s.id, s.computed);
+  ++s.spec.steps;
+  s.spec.drafted += kd;
+  s.spec.accepted += accepted;
+  ++stats_.spec_verifications;
+  stats_.spec_drafted += kd;
+  stats_.spec_accepted += accepted;
+  stats_.decode_tokens += slot.count;
+  s.acceptance = 0.7 * s.acceptance + 0.3 * static_cast<double>(accepted) / kd;
+  s.draft_cap = NextDraftLength(s.draft_cap, kd, accepted, options_.draft_max);
+  for (const SampledToken& t : verdict->tokens) {
+    if (!Emit(s, t)) return false;
+  }
+  (void)pages_.CommitFullPages(s.id, s.tokens);
+  return true;
 }
 
 }  // namespace kiln

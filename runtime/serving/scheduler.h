@@ -4,6 +4,14 @@
 // never stall decodes. Pages come from the KV page manager; when they run
 // out, the youngest running request is preempted (its pages freed, its
 // tokens recomputed later), never a crash.
+//
+// With a drafter, decoding sequences speculate inside the same steps: such a
+// sequence contributes its last token plus k drafted tokens, with a logit row
+// for each, next to the other sequences' decode tokens and prefill chunks;
+// the target keeps the accepted prefix and its own next token, and the
+// rejected positions are rolled back by truncating the sequence's KV (pages
+// past it released, nothing copied) in the target's and the drafter's pool.
+// How k is chosen per step: see PlanDrafts in scheduler.cc.
 #pragma once
 
 #include <cstdint>
@@ -12,13 +20,16 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "runtime/executor/executor.h"
+#include "runtime/executor/speculative.h"
 #include "runtime/sampler/sampler.h"
 #include "runtime/serving/kv_page_manager.h"
+#include "runtime/serving/step_drafter.h"
 
 namespace kiln {
 
@@ -30,24 +41,42 @@ struct ScheduledRequest {
   // Sees every generated token; returning false cancels the request (the
   // client went away).
   std::function<bool(int32_t token, const SampledToken& sampled)> on_token;
-  // Called once at the end: "length", "eog", "cancelled", or an error message.
-  std::function<void(const std::string& finish_reason)> on_finish;
+  // Called once at the end: "length", "eog", "cancelled", or an error
+  // message; with what speculation did for the request (steps: its
+  // verifications that carried a draft).
+  std::function<void(const std::string& finish_reason, const SpeculativeStats& speculation)> on_finish;
   int logprobs = Sampler::kNoLogprobs;
+  // Speculate with the scheduler's drafter, if it has one. Sampled requests
+  // that ask for logprobs never speculate (verification reports logprobs
+  // for greedy requests only).
+  bool speculative = true;
 };
 
 struct SchedulerOptions {
   int64_t token_budget = 256;  // tokens per step (at most the largest planned bucket)
   int64_t max_running = 64;    // sequences per step
+  // With a drafter: the longest draft of a sequence, and the step size (in
+  // tokens) up to which a step costs about the same whatever its size (it is
+  // reading the weights, memory-bound); drafted tokens only fill the room
+  // below it.
+  int draft_max = 8;
+  int64_t verify_budget = 64;
 };
 
 struct SchedulerStats {
   int64_t steps = 0, prefill_tokens = 0, decode_tokens = 0, preemptions = 0, finished = 0;
   int64_t running = 0, waiting = 0;  // now
+  // Speculation, summed over requests: drafted and accepted tokens, and
+  // verifications that carried a draft.
+  int64_t spec_drafted = 0, spec_accepted = 0, spec_verifications = 0;
+  // The latest step: its tokens, its sequences, the drafted tokens among them.
+  int64_t last_step_tokens = 0, last_step_sequences = 0, last_step_drafted = 0;
 };
 
 class Scheduler {
  public:
-  Scheduler(Executor& executor, KvPageManager& pages, SchedulerOptions options);
+  // `drafter` (optional, not owned) makes decoding sequences speculate.
+  Scheduler(Executor& executor, KvPageManager& pages, SchedulerOptions options, StepDrafter* drafter = nullptr);
 
   // Queues a request (FCFS); returns its id. Errors: an empty prompt, a
   // prompt plus max_tokens longer than the context, bad sampling parameters.
@@ -59,6 +88,7 @@ class Scheduler {
   // Runs one step if any request is waiting or running; false when idle.
   absl::StatusOr<bool> Step();
   bool idle() const { return running_.empty() && waiting_.empty(); }
+  bool speculative() const { return drafter_ != nullptr; }
   SchedulerStats stats() const {
     SchedulerStats s = stats_;
     s.running = static_cast<int64_t>(running_.size());
@@ -75,13 +105,36 @@ class Scheduler {
     int64_t generated = 0;
     std::optional<Sampler> sampler;
     bool cancelled = false;
+    // Speculation: whether it may, its adaptive draft length, its recent
+    // acceptance rate, the coins of the rejection rule, its totals.
+    bool speculates = false;
+    int draft_cap = 1;
+    double acceptance = 0.5;
+    std::mt19937_64 rng;
+    SpeculativeStats spec;
+  };
+  struct Slot {
+    Sequence* seq;
+    int64_t begin, count;
+    Draft draft;  // drafted tokens verified after the slot's own
   };
   void Finish(Sequence& seq, const std::string& reason);
   void Preempt(Sequence& seq);
+  // Draft lengths for this step's decoding speculative slots (see the .cc).
+  std::vector<int> PlanDrafts(const std::vector<Slot>& slots, int64_t step_tokens) const;
+  // Drafts for the planned slots, with target pages for them; a slot whose
+  // pages run out verifies no draft.
+  absl::Status DraftSlots(std::vector<Slot>& slots, const std::vector<int>& lengths);
+  // After the step: accepts or rejects the slot's draft, rolls back the
+  // rejected positions, emits the kept tokens. False when it finished.
+  bool Verify(Slot& slot, std::span<const float> rows);
+  // Hands one kept token to the request; false when it finished.
+  bool Emit(Sequence& s, const SampledToken& token);
 
   Executor& executor_;
   KvPageManager& pages_;
   SchedulerOptions options_;
+  StepDrafter* drafter_;
   std::map<int64_t, std::unique_ptr<Sequence>> sequences_;
   std::deque<int64_t> waiting_;   // FCFS
   std::vector<int64_t> running_;  // admission order: the youngest last

@@ -1,11 +1,14 @@
 #include <csignal>
 #include <cstdio>
+#include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/backend/backend.h"
 #include "runtime/serving/engine.h"
 #include "runtime/serving/http_server.h"
 #include "runtime/serving/kv_page_manager.h"
+#include "runtime/serving/model_drafter.h"
 #include "runtime/serving/openai_api.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
@@ -30,21 +33,30 @@ int RunServe(int argc, char** argv) {
       .Option("backend", "NAME", "auto (the fastest present: cuda, vulkan, then cpu) | cpu | cuda | vulkan", "auto")
       .Option("device", "N", "GPU index for the cuda and vulkan backends", "0")
       .Option("weights", "FILE", "for a program-only artifact: the model file to bind the weights from")
-      .Option("quant", "TYPE", "when compiling a GGUF: weight storage policy");
+      .Option("quant", "TYPE", "when compiling a GGUF: weight storage policy")
+      .Option("draft", "MODEL", "speculative decoding with this smaller model (same vocabulary) as the draft")
+      .Flag("lookup", "speculative decoding with n-gram lookup in each request's text as the draft")
+      .Option("draft-max", "N", "longest draft per sequence and step (it adapts below this)", "8")
+      .Option("spec-budget", "N",
+              "step size in tokens up to which drafted tokens are verified (the step's memory-bound\n"
+              "range); larger batches leave no room and decode without drafts", "64");
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("serve", std::string(s.message()));
   if (args.help_requested()) {
     std::printf("%s", args.Help().c_str());
     return 0;
   }
-  int64_t port, kv_mib, budget, running, max_tokens, max_body, threads;
+  int64_t port, kv_mib, budget, running, max_tokens, max_body, threads, draft_max, spec_budget;
   for (auto [flag, out] : {std::pair<const char*, int64_t*>{"port", &port}, {"kv-memory", &kv_mib},
                            {"token-budget", &budget}, {"max-running", &running}, {"max-tokens", &max_tokens},
-                           {"max-body", &max_body}, {"threads", &threads}}) {
+                           {"max-body", &max_body}, {"threads", &threads}, {"draft-max", &draft_max},
+                           {"spec-budget", &spec_budget}}) {
     absl::StatusOr<int64_t> v = args.GetInt(flag);
     if (!v.ok() || *v < 0) return Fail("serve", absl::StrFormat("--%s must be a non-negative integer", flag));
     *out = *v;
   }
   if (port > 65535) return Fail("serve", "--port must be at most 65535");
+  if (draft_max < 1 || draft_max > 64) return Fail("serve", "--draft-max must be between 1 and 64");
+  if (args.Has("draft") && args.GetFlag("lookup")) return Fail("serve", "choose one of --draft and --lookup");
   absl::StatusOr<Program> program = LoadProgram(args.Get("MODEL"), args.Get("quant"), "", args.Get("weights"));
   if (!program.ok()) return Fail("serve", std::string(program.status().message()));
   const PlanPagePool& pool = program->plan.pool;
@@ -65,7 +77,42 @@ int RunServe(int argc, char** argv) {
   }
   std::unique_ptr<Executor>* executor = &selected->executor;
   KvPageManager kv(pages, pool.page_size);
-  Engine engine(**executor, kv, SchedulerOptions{budget, running});
+
+  // Speculation: the draft model runs on the target's backend with a pool
+  // for as many tokens as the target's plus every sequence's longest draft.
+  std::unique_ptr<StepDrafter> drafter;
+  std::unique_ptr<Executor> draft_executor;
+  std::unique_ptr<KvPageManager> draft_kv;
+  std::optional<Program> draft_program;
+  if (args.Has("draft")) {
+    absl::StatusOr<Program> loaded = LoadProgram(args.Get("draft"));
+    if (!loaded.ok()) return Fail("serve", absl::StrCat("draft: ", loaded.status().message()));
+    draft_program = *std::move(loaded);
+    const Tokenizer& a = *program->tokenizer;
+    const Tokenizer& b = *draft_program->tokenizer;
+    bool same = a.vocab_size() == b.vocab_size();
+    for (int32_t id = 0; same && id < a.vocab_size(); ++id) same = a.token_text(id) == b.token_text(id);
+    if (!same) {
+      return Fail("serve", absl::StrFormat("the draft's vocabulary (%d tokens) differs from the target's (%d "
+                                           "tokens): speculative decoding needs the same vocabulary",
+                                           b.vocab_size(), a.vocab_size()));
+    }
+    const int64_t draft_page = draft_program->plan.pool.page_size;
+    BackendOptions draft_options = exec_options;
+    draft_options.backend = (*executor)->BackendName();
+    draft_options.num_pages = (pages * pool.page_size + running * draft_max + draft_page - 1) / draft_page;
+    absl::StatusOr<SelectedBackend> d = CreateExecutor(*draft_program, draft_options);
+    if (!d.ok()) return Fail("serve", absl::StrCat("draft: ", d.status().message()));
+    draft_executor = std::move(d->executor);
+    draft_kv = std::make_unique<KvPageManager>(draft_options.num_pages, draft_page);
+    drafter = std::make_unique<ModelDrafter>(*draft_executor, *draft_kv);
+  } else if (args.GetFlag("lookup")) {
+    drafter = std::make_unique<LookupStepDrafter>();
+  }
+  SchedulerOptions scheduling{budget, running};
+  scheduling.draft_max = static_cast<int>(draft_max);
+  scheduling.verify_budget = spec_budget;
+  Engine engine(**executor, kv, scheduling, drafter.get());
   std::string name = args.Get("MODEL");
   name = name.substr(name.find_last_of('/') + 1);
   OpenAiApi api(engine, *program->tokenizer, name, pool.max_tokens, ApiLimits{max_tokens, 8});
@@ -89,6 +136,12 @@ int RunServe(int argc, char** argv) {
   std::printf("kiln serve: listening on http://%s:%d (model %s, backend %s, %lld KV pages of %lld tokens)\n",
               http.host.c_str(), server.port(), name.c_str(), (*executor)->Describe().c_str(),
               static_cast<long long>(pages), static_cast<long long>(pool.page_size));
+  if (drafter != nullptr) {
+    std::printf("kiln serve: speculative decoding with %s%s (drafts up to %lld tokens, verified within %lld-token "
+                "steps)\n",
+                drafter->name().c_str(), args.Has("draft") ? (" " + args.Get("draft")).c_str() : "",
+                static_cast<long long>(draft_max), static_cast<long long>(spec_budget));
+  }
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
