@@ -2,10 +2,16 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#ifdef KILN_WITH_PTX
+#include "codegen/ptx/ptx_codegen.h"
+#endif
 
 namespace kiln::codegen {
 
 absl::StatusOr<std::vector<uint8_t>> GenerateKernels(const Plan& plan, const std::string& target) {
+#ifdef KILN_WITH_PTX
+  if (absl::StartsWith(target, "cuda:")) return ptx::GenerateCudaKernels(plan, target);
+#endif
   return absl::UnimplementedError(absl::StrCat("this kiln was built without codegen for target '", target, "'"));
 }
 

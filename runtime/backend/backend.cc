@@ -5,7 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/cpu/probe.h"
+#include "runtime/cuda/cuda_bundle.h"
 #include "runtime/executor/cpu_executor.h"
+#ifdef KILN_WITH_CUDA
+#include "runtime/cuda/cuda_executor.h"
+#endif
 
 namespace kiln {
 namespace {
@@ -21,6 +25,9 @@ struct GpuBackend {
 // Unavailable (with the reason) when its driver, device or kernels are absent.
 const std::vector<GpuBackend>& GpuBackends() {
   static const std::vector<GpuBackend> backends = {
+#ifdef KILN_WITH_CUDA
+      {"cuda", &cuda::CreateCudaExecutor},
+#endif
   };
   return backends;
 }
@@ -90,6 +97,11 @@ absl::StatusOr<Ceilings> ProbeCeilings(const Executor& executor, const BackendOp
 }
 
 std::string DescribeKernelBundle(const std::string& target, std::span<const uint8_t> bytes) {
+  if (target.rfind("cuda:", 0) == 0) {
+    absl::StatusOr<cuda::CudaBundle> bundle = cuda::ParseBundle(bytes);
+    if (!bundle.ok()) return absl::StrCat("  (unreadable: ", bundle.status().message(), ")\n");
+    return cuda::DescribeBundle(*bundle);
+  }
   return absl::StrCat("  (this kiln cannot read kernels for ", target, ")\n");
 }
 

@@ -1,0 +1,141 @@
+// The parameter structs of every CUDA kernel, shared by the NVRTC-compiled
+// templates and the runtime that fills them (runtime/cuda). Plain structs of
+// builtin types only, passed by value, so both sides agree on the layout
+// without any CUDA or standard headers.
+#pragma once
+
+namespace kiln::cuda_abi {
+
+// Dynamic step counts, written to the device with the step's inputs: the
+// graph of a bucket serves every T up to the bucket because kernels read
+// these instead of baking them in.
+struct StepCounts {
+  int tokens;      // T
+  int seqs;        // S
+  int logit_rows;  // R
+  int reserved;
+};
+
+// Epilogues of the weight-times-activation kernels.
+enum Epilogue : int { kEpilogueNone = 0, kEpilogueSiluMul = 1, kEpilogueResidualAdd = 2 };
+
+// Up to this many weights share one matmul launch (q, k, v).
+constexpr int kMaxFusedWeights = 3;
+
+// y[t, n] = epilogue(sum_k norm(x)[t, k] * W[n, k]) for t < *rows.
+struct MatmulParams {
+  const float* x;         // [rows, k]
+  const float* gamma;     // [k] RMS-norm gain, or null
+  float eps;
+  int k;
+  const int* rows;        // device count of activation rows
+  int max_rows;           // the bucket's rows (grid extent)
+  int num_weights;        // epilogue none: outputs; silu_mul: 2 (gate, up); residual_add: 1
+  int total_n;            // rows of all weights together (epilogue none) or of one weight
+  const unsigned char* w[kMaxFusedWeights];
+  float* y[kMaxFusedWeights];
+  int n[kMaxFusedWeights];
+  long long row_bytes;    // bytes of one weight row
+  const float* residual;  // [rows, n] for residual_add
+};
+
+// One-operand and two-operand element-wise ops over rows of `width`.
+enum ElementwiseOp : int { kSilu = 0, kMul = 1, kAdd = 2, kBiasAdd = 3, kSiluMul = 4 };
+struct ElementwiseParams {
+  const float* a;
+  const float* b;  // second operand; the bias vector for kBiasAdd
+  float* y;
+  int width;
+  const int* rows;
+  int max_rows;
+  int op;
+};
+
+struct RmsNormParams {
+  const float* x;
+  const float* gamma;
+  float* y;
+  float eps;
+  int width;
+  const int* rows;
+  int max_rows;
+};
+
+// Embedding rows of `table` for tokens[t], decoded to f32.
+struct EmbeddingParams {
+  const unsigned char* table;
+  long long row_bytes;
+  int width;
+  int vocab;
+  const int* tokens;
+  float* y;
+  const int* rows;
+  int max_rows;
+};
+
+struct GatherRowsParams {
+  const float* x;
+  const int* indices;  // [*count]
+  float* y;
+  int width;
+  const int* count;    // R
+  int max_rows;
+};
+
+struct ArgmaxParams {
+  const float* x;
+  int* y;
+  int width;
+  const int* rows;
+  int max_rows;
+};
+
+// Rotary embedding constants (the plan's rope_* constants).
+struct RopeConstants {
+  double theta;
+  double linear_factor;
+  int dims;
+  int half_style;  // 0: pairs (2i, 2i+1); 1: pairs (i, i + dims / 2)
+};
+
+struct RopeParams {
+  const float* x;
+  float* y;
+  const int* positions;
+  int num_heads;
+  int head_dim;
+  const int* rows;
+  int max_rows;
+  RopeConstants rope;
+};
+
+// The f32 KV page pool: [layer][K, V][page][slot][kv_head][head_dim].
+struct PagePoolView {
+  float* data;
+  long long num_pages;
+  int page_size;
+  int kv_heads;
+  int head_dim;
+};
+
+struct AttentionParams {
+  const float* q;  // [T, num_heads * head_dim]
+  const float* k;  // [T, kv_heads * head_dim]
+  const float* v;
+  float* y;        // [T, num_heads * head_dim]
+  PagePoolView pool;
+  int layer;
+  int num_heads;
+  float scale;
+  int use_rope;
+  RopeConstants rope;
+  const StepCounts* counts;
+  const int* positions;
+  const int* query_starts;   // [S + 1]
+  const int* context_lens;   // [S]
+  const int* block_tables;   // [S, pages_stride]
+  int pages_stride;
+  int max_rows;
+};
+
+}  // namespace kiln::cuda_abi

@@ -1,0 +1,7 @@
+// The one translation unit NVRTC compiles per target: every template, whose
+// instantiations codegen asks for by name expression.
+#pragma once
+
+#include "attention.cuh"
+#include "matmul.cuh"
+#include "rows.cuh"

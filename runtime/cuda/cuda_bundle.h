@@ -1,0 +1,55 @@
+// The kernels section of one CUDA target ("cuda:sm_90") as codegen writes it
+// and the CUDA executor reads it: one module (PTX and the cubin linked from
+// it), the lowered name of every template instantiation, and the
+// assembler's resource report per kernel for `kiln inspect`.
+//
+// Layout (little-endian): "KILNCUDA" | u32 version | u32 sm | blob ptx |
+// blob cubin | blob info_log | u32 count | count x kernel, where a blob is
+// u64 length + bytes and a kernel is blob name_expression | blob
+// lowered_name | i32 registers | i32 spill_store_bytes | i32
+// spill_load_bytes | i32 shared_bytes | i32 stack_bytes. Parsing checks every
+// length against the bytes left, so a damaged section is an error.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kiln::cuda {
+
+constexpr uint32_t kBundleVersion = 1;
+
+struct BundleKernel {
+  std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"
+  std::string lowered_name;     // the mangled symbol in the module
+  // From the assembler's verbose report; -1 where it said nothing.
+  int32_t registers = -1;
+  int32_t spill_store_bytes = -1;
+  int32_t spill_load_bytes = -1;
+  int32_t shared_bytes = -1;
+  int32_t stack_bytes = -1;
+};
+
+struct CudaBundle {
+  uint32_t sm = 0;  // 90 for sm_90
+  std::string ptx;
+  std::vector<uint8_t> cubin;
+  std::string info_log;  // nvJitLink's verbose log
+  std::vector<BundleKernel> kernels;
+
+  const BundleKernel* Find(const std::string& name_expression) const;
+};
+
+std::vector<uint8_t> SerializeBundle(const CudaBundle& bundle);
+absl::StatusOr<CudaBundle> ParseBundle(std::span<const uint8_t> bytes);
+
+// "sm_90" from "cuda:sm_90"; an error for anything else.
+absl::StatusOr<uint32_t> SmOfTarget(const std::string& target);
+
+// One line per kernel (registers, spills, shared memory) for `kiln inspect`.
+std::string DescribeBundle(const CudaBundle& bundle);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,618 @@
+#include "runtime/cuda/cuda_executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernels-templates/cuda/kernel_abi.h"
+#include "runtime/cpu/weight_storage.h"
+#include "runtime/cuda/cuda_bundle.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/kernel_calls.h"
+#include "runtime/executor/repack.h"
+
+namespace kiln::cuda {
+namespace {
+
+using namespace cuda_abi;
+
+constexpr uint64_t kAlign = 256;
+uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+absl::Status LaunchError(const PlanLaunch& l, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("launch '", l.kernel, "': ", what));
+}
+
+// Where the step inputs sit in the device input buffer (in int32s). The
+// layout is fixed per executor, so captured graphs keep valid pointers;
+// block tables come last so a step copies only the rows it uses.
+struct InputLayout {
+  int64_t max_tokens = 0, max_seqs = 0, pages_stride = 0;
+  int64_t counts = 0, tokens = 0, positions = 0, logit_rows = 0, query_starts = 0, context_lens = 0,
+          block_tables = 0, total = 0;
+  static InputLayout For(int64_t max_tokens, int64_t max_seqs, int64_t pages_stride) {
+    InputLayout l;
+    l.max_tokens = max_tokens;
+    l.max_seqs = max_seqs;
+    l.pages_stride = pages_stride;
+    l.counts = 0;
+    l.tokens = 4;
+    l.positions = l.tokens + max_tokens;
+    l.logit_rows = l.positions + max_tokens;
+    l.query_starts = l.logit_rows + max_tokens;
+    l.context_lens = l.query_starts + max_seqs + 1;
+    l.block_tables = l.context_lens + max_seqs;
+    l.total = l.block_tables + max_seqs * pages_stride;
+    return l;
+  }
+};
+
+class CudaExecutor final : public Executor {
+ public:
+  ~CudaExecutor() override;
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(const Program& program, const BackendOptions& options);
+
+  absl::StatusOr<std::span<const float>> Step(const StepBatch& batch) override;
+  std::string Describe() const override {
+    return absl::StrFormat("cuda (%s, sm_%d, %d SMs)", context_->name(), context_->sm(), context_->multiprocessors());
+  }
+  const Plan& plan() const override { return plan_; }
+  int64_t num_pages() const override { return num_pages_; }
+
+ private:
+  struct DeviceWeight {
+    std::string storage;
+    int64_t rows = 1, cols = 0;
+    uint64_t row_bytes = 0;
+    CUdeviceptr ptr = 0;
+  };
+  // The resolved kernels of one launch, ready to record.
+  struct ResolvedCall {
+    KernelCall call;
+    std::vector<CUfunction> functions;  // per name
+  };
+
+  absl::Status BindWeights(const WeightSource& weights, uint64_t* offset, std::vector<std::pair<uint64_t, std::vector<uint8_t>>>* uploads);
+  absl::Status ComputeRowKinds();
+  absl::Status RecordBucket(size_t bucket);
+  absl::Status RecordLaunch(size_t launch_index, size_t bucket);
+
+  Plan plan_;
+  std::unique_ptr<CudaContext> context_;
+  const DriverApi* api_ = nullptr;
+  CUmodule module_ = nullptr;
+  CUstream stream_ = nullptr;
+  CUdeviceptr device_ = 0;
+  uint64_t device_bytes_ = 0;
+  CUdeviceptr arena_ = 0, pool_ = 0, scratch_ = 0, inputs_ = 0;
+  uint64_t scratch_bytes_ = 0;
+  int32_t* host_inputs_ = nullptr;  // pinned
+  float* host_logits_ = nullptr;    // pinned
+  uint64_t host_logits_bytes_ = 0;
+  InputLayout layout_;
+  std::map<std::string, DeviceWeight, std::less<>> weights_;
+  std::vector<std::vector<ResolvedCall>> calls_;  // per launch
+  // Per bucket, per launch: true where the launch's rows are the R logit rows.
+  std::vector<std::vector<bool>> rows_are_logit_rows_;
+  std::vector<CUgraphExec> graphs_;  // per bucket, null until first use
+  int64_t num_pages_ = 0;
+  int64_t n_vocab_ = 0;
+};
+
+CudaExecutor::~CudaExecutor() {
+  if (api_ == nullptr) return;
+  (void)context_->MakeCurrent();
+  for (CUgraphExec g : graphs_) {
+    if (g != nullptr) api_->cuGraphExecDestroy(g);
+  }
+  if (stream_ != nullptr) api_->cuStreamDestroy(stream_);
+  if (module_ != nullptr) api_->cuModuleUnload(module_);
+  if (device_ != 0) api_->cuMemFree(device_);
+  if (host_inputs_ != nullptr) api_->cuMemFreeHost(host_inputs_);
+  if (host_logits_ != nullptr) api_->cuMemFreeHost(host_logits_);
+}
+
+absl::Status CudaExecutor::BindWeights(const WeightSource& weights, uint64_t* offset,
+                                       std::vector<std::pair<uint64_t, std::vector<uint8_t>>>* uploads) {
+  for (const PlanWeight& w : plan_.weights) {
+    absl::StatusOr<WeightBytes> src = weights(w.name);
+    if (!src.ok()) return src.status();
+    absl::StatusOr<cpu::WeightStorage> want = cpu::ParseWeightStorage(w.storage);
+    if (!want.ok()) return absl::InvalidArgumentError(absl::StrCat("weight '", w.name, "': ", want.status().message()));
+    DeviceWeight d;
+    d.rows = w.shape.size() == 2 ? w.shape[0] : 1;
+    d.cols = w.shape.empty() ? 0 : w.shape.back();
+    const std::optional<uint64_t> src_row = src->storage.RowBytes(d.cols);
+    if (!src_row || *src_row * d.rows != src->data.size()) {
+      return absl::InvalidArgumentError(absl::StrFormat("weight '%s': %d bytes of %s do not hold the plan's [%d, %d]",
+                                                        w.name, src->data.size(), src->storage.Name(), d.rows, d.cols));
+    }
+    std::vector<uint8_t> bytes;
+    if (w.shape.size() == 1) {
+      // Vectors (norm gains, biases) are read as f32 by every kernel.
+      d.storage = "f32";
+      bytes.resize(d.cols * sizeof(float));
+      std::span<float> out(reinterpret_cast<float*>(bytes.data()), d.cols);
+      if (absl::Status s = cpu::DequantizeRow(src->storage, src->data, out); !s.ok()) return s;
+    } else if (src->storage.Name() != want->Name()) {
+      absl::StatusOr<std::vector<uint8_t>> repacked = RepackWeight(src->storage, *want, d.rows, d.cols, src->data);
+      if (!repacked.ok()) {
+        return absl::Status(repacked.status().code(), absl::StrCat("weight '", w.name, "': ", repacked.status().message()));
+      }
+      d.storage = want->Name();
+      bytes = *std::move(repacked);
+    } else {
+      d.storage = want->Name();
+      bytes.assign(src->data.begin(), src->data.end());
+    }
+    d.row_bytes = bytes.size() / std::max<int64_t>(d.rows, 1);
+    d.ptr = *offset;  // relative until the allocation exists
+    *offset = AlignUp(*offset + bytes.size());
+    uploads->emplace_back(d.ptr, std::move(bytes));
+    weights_.emplace(w.name, std::move(d));
+  }
+  return absl::OkStatus();
+}
+
+// Which launches run over the R logit rows: the CPU backend's rule (an
+// activation has the rows of the op that wrote it; gather_rows writes R).
+absl::Status CudaExecutor::ComputeRowKinds() {
+  rows_are_logit_rows_.assign(plan_.buckets.size(), std::vector<bool>(plan_.launches.size(), false));
+  for (size_t b = 0; b < plan_.buckets.size(); ++b) {
+    std::map<int64_t, bool> logit_rows_at;
+    for (size_t i = 0; i < plan_.launches.size(); ++i) {
+      const PlanLaunch& l = plan_.launches[i];
+      auto kind_of = [&](const char* role) {
+        const PlanBinding* binding = l.Find(role);
+        if (binding == nullptr || binding->kind != PlanBinding::Kind::kArena) return false;
+        auto it = logit_rows_at.find(binding->arena[b]);
+        return it != logit_rows_at.end() && it->second;
+      };
+      bool r = false;
+      if (l.op == "gather_rows") {
+        r = true;
+      } else if (l.op == "mul" || l.op == "add") {
+        r = kind_of("lhs");
+      } else if (l.op != "embedding" && l.op != "rope" && l.op != "paged_attention") {
+        r = kind_of("input");
+      }
+      rows_are_logit_rows_[b][i] = r;
+      for (const PlanBinding& binding : l.bindings) {
+        if (binding.kind == PlanBinding::Kind::kArena && binding.role.rfind("result", 0) == 0) {
+          logit_rows_at[binding.arena[b]] = r;
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& program, const BackendOptions& options) {
+  const KernelBundle* kernels = program.FindKernels("cuda");
+  if (kernels == nullptr) {
+    return absl::UnavailableError("the program has no cuda kernels (compile it with --target cuda:sm_90)");
+  }
+  absl::StatusOr<CudaBundle> bundle = ParseBundle(kernels->bytes);
+  if (!bundle.ok()) return bundle.status();
+  absl::StatusOr<std::unique_ptr<CudaContext>> context = CudaContext::Create(options.device);
+  if (!context.ok()) return context.status();
+
+  std::unique_ptr<CudaExecutor> ex(new CudaExecutor());
+  ex->plan_ = program.plan;
+  ex->context_ = *std::move(context);
+  ex->api_ = &ex->context_->api();
+  const DriverApi& api = *ex->api_;
+  const Plan& p = ex->plan_;
+  const int sm = ex->context_->sm();
+
+  // The cubin runs only on its own SM; PTX JIT-compiles for the same or a newer one.
+  const bool use_cubin = static_cast<int>(bundle->sm) == sm && !bundle->cubin.empty();
+  if (!use_cubin && (bundle->ptx.empty() || static_cast<int>(bundle->sm) > sm)) {
+    return absl::UnavailableError(absl::StrFormat(
+        "the artifact's CUDA kernels are for sm_%d but %s is sm_%d (recompile with --target cuda:sm_%d)", bundle->sm,
+        ex->context_->name(), sm, sm));
+  }
+  std::string module_image;
+  const void* image = bundle->cubin.data();
+  if (!use_cubin) {
+    module_image = bundle->ptx;  // NUL-terminated for the JIT
+    image = module_image.c_str();
+  }
+  KILN_CU(api, api.cuModuleLoadDataEx(&ex->module_, image, 0, nullptr, nullptr));
+
+  // Every launch's calls, with their functions.
+  int64_t scratch_floats = 0;
+  for (const PlanLaunch& l : p.launches) {
+    absl::StatusOr<std::vector<KernelCall>> calls = LowerLaunch(p, l);
+    if (!calls.ok()) return calls.status();
+    std::vector<ResolvedCall> resolved;
+    for (KernelCall& c : *calls) {
+      ResolvedCall r;
+      for (const std::string& name : c.names) {
+        const BundleKernel* k = bundle->Find(name);
+        if (k == nullptr) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("the cuda kernels section lacks ", name, " (needed by launch '", l.kernel, "')"));
+        }
+        CUfunction f = nullptr;
+        KILN_CU(api, api.cuModuleGetFunction(&f, ex->module_, k->lowered_name.c_str()));
+        r.functions.push_back(f);
+      }
+      if (c.to_scratch) {
+        absl::StatusOr<std::vector<int64_t>> n = l.IntList("n");
+        if (!n.ok()) return n.status();
+        for (int64_t v : *n) scratch_floats = std::max(scratch_floats, 2 * p.buckets.back() * v);
+      }
+      r.call = std::move(c);
+      resolved.push_back(std::move(r));
+    }
+    ex->calls_.push_back(std::move(resolved));
+  }
+  if (absl::Status s = ex->ComputeRowKinds(); !s.ok()) return s;
+
+  const JsonValue* vocab = p.model.Find("n_vocab");
+  if (vocab == nullptr || !vocab->int_value()) return absl::InvalidArgumentError("plan: model.n_vocab is missing");
+  ex->n_vocab_ = *vocab->int_value();
+  const int64_t max_tokens = p.buckets.back();
+  const int64_t pages_stride = (p.pool.max_tokens + p.pool.page_size - 1) / p.pool.page_size;
+  ex->num_pages_ = options.num_pages > 0 ? options.num_pages : pages_stride;
+  ex->layout_ = InputLayout::For(max_tokens, max_tokens, pages_stride);
+
+  // One allocation: weights | KV pool | arena | scratch | inputs.
+  uint64_t offset = 0;
+  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> uploads;
+  if (absl::Status s = ex->BindWeights(program.weights, &offset, &uploads); !s.ok()) return s;
+  const uint64_t pool_offset = offset;
+  const uint64_t pool_bytes = 2ull * p.pool.layers * ex->num_pages_ * p.pool.page_size * p.pool.kv_heads *
+                              p.pool.head_dim * sizeof(float);
+  const uint64_t arena_offset = AlignUp(pool_offset + pool_bytes);
+  const uint64_t scratch_offset = AlignUp(arena_offset + p.arena_bytes.back());
+  ex->scratch_bytes_ = scratch_floats * sizeof(float);
+  const uint64_t inputs_offset = AlignUp(scratch_offset + ex->scratch_bytes_);
+  ex->device_bytes_ = AlignUp(inputs_offset + ex->layout_.total * sizeof(int32_t));
+  KILN_CU(api, api.cuMemAlloc(&ex->device_, ex->device_bytes_));
+  for (auto& [rel, bytes] : uploads) KILN_CU(api, api.cuMemcpyHtoD(ex->device_ + rel, bytes.data(), bytes.size()));
+  for (auto& [name, w] : ex->weights_) w.ptr += ex->device_;
+  ex->pool_ = ex->device_ + pool_offset;
+  ex->arena_ = ex->device_ + arena_offset;
+  ex->scratch_ = ex->device_ + scratch_offset;
+  ex->inputs_ = ex->device_ + inputs_offset;
+  // Poison-free start: zeroed pool, arena and inputs (a fresh pool reads as zeros, as on the CPU).
+  KILN_CU(api, api.cuMemsetD8(ex->pool_, 0, ex->device_bytes_ - pool_offset));
+
+  KILN_CU(api, api.cuStreamCreate(&ex->stream_, CU_STREAM_NON_BLOCKING));
+  void* host = nullptr;
+  KILN_CU(api, api.cuMemAllocHost(&host, ex->layout_.total * sizeof(int32_t)));
+  ex->host_inputs_ = static_cast<int32_t*>(host);
+  std::memset(ex->host_inputs_, 0, ex->layout_.total * sizeof(int32_t));
+  ex->host_logits_bytes_ = static_cast<uint64_t>(max_tokens) * ex->n_vocab_ * sizeof(float);
+  KILN_CU(api, api.cuMemAllocHost(&host, ex->host_logits_bytes_));
+  ex->host_logits_ = static_cast<float*>(host);
+  ex->graphs_.assign(p.buckets.size(), nullptr);
+  return std::unique_ptr<Executor>(std::move(ex));
+}
+
+absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
+  const PlanLaunch& l = plan_.launches[li];
+  const DriverApi& api = *api_;
+  const int max_rows = static_cast<int>(plan_.buckets[bucket]);
+  const int32_t* counts = reinterpret_cast<const int32_t*>(inputs_ + layout_.counts * sizeof(int32_t));
+  const int* rows = rows_are_logit_rows_[bucket][li] ? counts + 2 : counts;
+  auto arena = [&](const std::string& role) -> float* {
+    const PlanBinding* b = l.Find(role);
+    if (b == nullptr || b->kind != PlanBinding::Kind::kArena) return nullptr;
+    return reinterpret_cast<float*>(arena_ + b->arena[bucket]);
+  };
+  auto weight = [&](const std::string& role) -> const DeviceWeight* {
+    const PlanBinding* b = l.Find(role);
+    if (b == nullptr || b->kind != PlanBinding::Kind::kWeight) return nullptr;
+    auto it = weights_.find(b->name);
+    return it == weights_.end() ? nullptr : &it->second;
+  };
+  auto input = [&](int64_t at) { return reinterpret_cast<const int*>(inputs_ + at * sizeof(int32_t)); };
+  auto launch = [&](CUfunction f, unsigned gx, unsigned gy, unsigned block, unsigned smem, void* params) -> absl::Status {
+    void* args[] = {params};
+    KILN_CU(api, api.cuLaunchKernel(f, std::max(gx, 1u), std::max(gy, 1u), 1, block, 1, 1, smem, stream_, args, nullptr));
+    return absl::OkStatus();
+  };
+  auto rope_of = [&](RopeConstants* r) -> absl::Status {
+    absl::StatusOr<double> theta = l.Float("rope_theta");
+    absl::StatusOr<int64_t> dims = l.Int("rope_dims");
+    absl::StatusOr<std::string> style = l.String("rope_style");
+    if (!theta.ok()) return theta.status();
+    if (!dims.ok()) return dims.status();
+    if (!style.ok()) return style.status();
+    if (*style != "interleaved" && *style != "half") return LaunchError(l, "unknown rope style " + *style);
+    r->theta = *theta;
+    r->dims = static_cast<int>(*dims);
+    r->half_style = *style == "half";
+    r->linear_factor = 1.0;
+    if (l.constants.Find("rope_scaling")) {
+      absl::StatusOr<std::string> scaling = l.String("rope_scaling");
+      if (!scaling.ok()) return scaling.status();
+      if (*scaling != "none" && *scaling != "linear") return LaunchError(l, "rope scaling '" + *scaling + "' is not implemented");
+      if (*scaling == "linear") {
+        absl::StatusOr<double> factor = l.Float("rope_factor");
+        if (!factor.ok()) return factor.status();
+        r->linear_factor = *factor;
+      }
+    }
+    return absl::OkStatus();
+  };
+
+  for (const ResolvedCall& rc : calls_[li]) {
+    const KernelCall& c = rc.call;
+    switch (c.kind) {
+      case KernelKind::kMatmul: {
+        MatmulParams mp{};
+        const bool fused = l.op == "fused_matmul";
+        mp.x = arena("input");
+        if (mp.x == nullptr) return LaunchError(l, "needs an input");
+        if (c.norm) {
+          const DeviceWeight* g = weight("norm");
+          absl::StatusOr<double> eps = l.Float("eps");
+          if (g == nullptr || !eps.ok()) return LaunchError(l, "norm prologue needs norm and eps");
+          mp.gamma = reinterpret_cast<const float*>(g->ptr);
+          mp.eps = static_cast<float>(*eps);
+        }
+        mp.rows = rows;
+        mp.max_rows = max_rows;
+        mp.num_weights = static_cast<int>(c.weights.size());
+        int64_t k = -1;
+        for (size_t i = 0; i < c.weights.size(); ++i) {
+          const int wi = c.weights[i];
+          const DeviceWeight* w = weight(fused ? absl::StrCat("weight", wi) : std::string("weight"));
+          if (w == nullptr) return LaunchError(l, absl::StrCat("missing weight", wi));
+          if (k >= 0 && (w->cols != k || w->row_bytes != static_cast<uint64_t>(mp.row_bytes))) {
+            return LaunchError(l, "fused weights differ in width");
+          }
+          k = w->cols;
+          mp.row_bytes = static_cast<long long>(w->row_bytes);
+          mp.w[i] = reinterpret_cast<const unsigned char*>(w->ptr);
+          mp.n[i] = static_cast<int>(w->rows);
+          if (c.to_scratch) {
+            mp.y[i] = reinterpret_cast<float*>(scratch_ + (wi == 0 ? 0 : scratch_bytes_ / 2));
+          } else {
+            const std::string role = fused ? absl::StrCat("result", c.epilogue == kEpilogueNone ? wi : 0) : "result";
+            mp.y[i] = arena(role);
+            if (mp.y[i] == nullptr) return LaunchError(l, "missing " + role);
+          }
+        }
+        mp.k = static_cast<int>(k);
+        if (c.epilogue == kEpilogueNone) {
+          mp.total_n = 0;
+          for (int i = 0; i < mp.num_weights; ++i) mp.total_n += mp.n[i];
+        } else {
+          mp.total_n = mp.n[0];
+          if (c.epilogue == kEpilogueSiluMul && mp.n[1] != mp.n[0]) return LaunchError(l, "gate and up differ in rows");
+          if (c.epilogue == kEpilogueResidualAdd) {
+            mp.residual = arena("residual");
+            if (mp.residual == nullptr) return LaunchError(l, "residual_add needs a residual");
+          }
+        }
+        const bool prefill = max_rows > 1 && rc.functions.size() > 1;
+        const int tile = prefill ? kPrefillTile : 1;
+        if (absl::Status s = launch(rc.functions[prefill ? 1 : 0], (mp.total_n + 7) / 8, (max_rows + tile - 1) / tile,
+                                    256, 0, &mp);
+            !s.ok()) {
+          return s;
+        }
+        break;
+      }
+      case KernelKind::kElementwise: {
+        ElementwiseParams ep{};
+        ep.op = c.elementwise_op;
+        ep.rows = rows;
+        ep.max_rows = max_rows;
+        if (c.from_scratch) {
+          absl::StatusOr<std::vector<int64_t>> n = l.IntList("n");
+          if (!n.ok() || n->empty()) return LaunchError(l, "needs n");
+          ep.a = reinterpret_cast<const float*>(scratch_);
+          ep.b = reinterpret_cast<const float*>(scratch_ + scratch_bytes_ / 2);
+          ep.y = arena("result0");
+          ep.width = static_cast<int>((*n)[0]);
+        } else {
+          absl::StatusOr<int64_t> width = l.Int("width");
+          if (c.elementwise_op == kBiasAdd) {
+            const DeviceWeight* bias = weight("bias");
+            if (bias == nullptr) return LaunchError(l, "needs a bias");
+            ep.a = arena("input");
+            ep.b = reinterpret_cast<const float*>(bias->ptr);
+            ep.width = static_cast<int>(bias->cols);
+          } else {
+            if (!width.ok()) return width.status();
+            ep.a = arena(c.elementwise_op == kSilu ? "input" : "lhs");
+            ep.b = c.elementwise_op == kSilu ? nullptr : arena("rhs");
+            ep.width = static_cast<int>(*width);
+            if (c.elementwise_op != kSilu && ep.b == nullptr) return LaunchError(l, "needs rhs");
+          }
+          ep.y = arena("result");
+        }
+        if (ep.a == nullptr || ep.y == nullptr) return LaunchError(l, "needs its operand and result");
+        const int64_t blocks = std::min<int64_t>((static_cast<int64_t>(max_rows) * ep.width + 255) / 256, 8192);
+        if (absl::Status s = launch(rc.functions[0], static_cast<unsigned>(blocks), 1, 256, 0, &ep); !s.ok()) return s;
+        break;
+      }
+      case KernelKind::kRmsNorm: {
+        RmsNormParams np{};
+        const DeviceWeight* g = weight("gamma");
+        absl::StatusOr<double> eps = l.Float("eps");
+        np.x = arena("input");
+        np.y = arena("result");
+        if (g == nullptr || !eps.ok() || np.x == nullptr || np.y == nullptr) return LaunchError(l, "needs input, gamma, result and eps");
+        np.gamma = reinterpret_cast<const float*>(g->ptr);
+        np.eps = static_cast<float>(*eps);
+        np.width = static_cast<int>(g->cols);
+        np.rows = rows;
+        np.max_rows = max_rows;
+        if (absl::Status s = launch(rc.functions[0], max_rows, 1, 256, 0, &np); !s.ok()) return s;
+        break;
+      }
+      case KernelKind::kEmbedding: {
+        EmbeddingParams ep{};
+        const DeviceWeight* table = weight("table");
+        ep.y = arena("result");
+        if (table == nullptr || ep.y == nullptr) return LaunchError(l, "needs table and result");
+        ep.table = reinterpret_cast<const unsigned char*>(table->ptr);
+        ep.row_bytes = static_cast<long long>(table->row_bytes);
+        ep.width = static_cast<int>(table->cols);
+        ep.vocab = static_cast<int>(table->rows);
+        ep.tokens = input(layout_.tokens);
+        ep.rows = rows;
+        ep.max_rows = max_rows;
+        if (absl::Status s = launch(rc.functions[0], max_rows, 1, 256, 0, &ep); !s.ok()) return s;
+        break;
+      }
+      case KernelKind::kGatherRows: {
+        GatherRowsParams gp{};
+        absl::StatusOr<int64_t> width = l.Int("width");
+        gp.x = arena("input");
+        gp.y = arena("result");
+        if (!width.ok() || gp.x == nullptr || gp.y == nullptr) return LaunchError(l, "needs input, result and width");
+        gp.width = static_cast<int>(*width);
+        gp.indices = input(layout_.logit_rows);
+        gp.count = counts + 2;
+        gp.max_rows = max_rows;
+        if (absl::Status s = launch(rc.functions[0], max_rows, 1, 256, 0, &gp); !s.ok()) return s;
+        break;
+      }
+      case KernelKind::kArgmax: {
+        ArgmaxParams ap{};
+        absl::StatusOr<int64_t> width = l.Int("width");
+        ap.x = arena("input");
+        ap.y = reinterpret_cast<int*>(arena("result"));
+        if (!width.ok() || ap.x == nullptr || ap.y == nullptr) return LaunchError(l, "needs input, result and width");
+        ap.width = static_cast<int>(*width);
+        ap.rows = rows;
+        ap.max_rows = max_rows;
+        if (absl::Status s = launch(rc.functions[0], max_rows, 1, 256, 0, &ap); !s.ok()) return s;
+        break;
+      }
+      case KernelKind::kRope: {
+        RopeParams rp{};
+        absl::StatusOr<int64_t> heads = l.Int("num_heads");
+        absl::StatusOr<int64_t> hd = l.Int("head_dim");
+        rp.x = arena("input");
+        rp.y = arena("result");
+        if (!heads.ok() || !hd.ok() || rp.x == nullptr || rp.y == nullptr) return LaunchError(l, "needs input, result, num_heads and head_dim");
+        if (absl::Status s = rope_of(&rp.rope); !s.ok()) return s;
+        rp.num_heads = static_cast<int>(*heads);
+        rp.head_dim = static_cast<int>(*hd);
+        rp.positions = input(layout_.positions);
+        rp.rows = counts;
+        rp.max_rows = max_rows;
+        const uint64_t smem = static_cast<uint64_t>(*heads) * *hd * sizeof(float);
+        if (smem > 48 * 1024) return LaunchError(l, "a token's heads exceed 48 KiB of shared memory");
+        if (absl::Status s = launch(rc.functions[0], max_rows, 1, 256, static_cast<unsigned>(smem), &rp); !s.ok()) return s;
+        break;
+      }
+      case KernelKind::kKvAppend:
+      case KernelKind::kAttention: {
+        AttentionParams ap{};
+        absl::StatusOr<int64_t> heads = l.Int("num_heads");
+        absl::StatusOr<int64_t> layer = l.Int("layer");
+        absl::StatusOr<double> scale = l.Float("scale");
+        ap.q = arena("q");
+        ap.k = arena("k");
+        ap.v = arena("v");
+        ap.y = arena("result");
+        if (!heads.ok() || !layer.ok() || !scale.ok() || !ap.q || !ap.k || !ap.v || !ap.y) {
+          return LaunchError(l, "needs q, k, v, result, num_heads, layer and scale");
+        }
+        if (*layer < 0 || *layer >= plan_.pool.layers) return LaunchError(l, "layer outside the page pool");
+        if (*heads <= 0 || *heads % plan_.pool.kv_heads != 0) return LaunchError(l, "num_heads is not a multiple of kv_heads");
+        ap.pool = PagePoolView{reinterpret_cast<float*>(pool_), num_pages_, static_cast<int>(plan_.pool.page_size),
+                               static_cast<int>(plan_.pool.kv_heads), static_cast<int>(plan_.pool.head_dim)};
+        ap.layer = static_cast<int>(*layer);
+        ap.num_heads = static_cast<int>(*heads);
+        ap.scale = static_cast<float>(*scale);
+        ap.use_rope = l.constants.Find("rope_theta") != nullptr;
+        if (ap.use_rope) {
+          if (absl::Status s = rope_of(&ap.rope); !s.ok()) return s;
+        }
+        ap.counts = reinterpret_cast<const StepCounts*>(counts);
+        ap.positions = input(layout_.positions);
+        ap.query_starts = input(layout_.query_starts);
+        ap.context_lens = input(layout_.context_lens);
+        ap.block_tables = input(layout_.block_tables);
+        ap.pages_stride = static_cast<int>(layout_.pages_stride);
+        ap.max_rows = max_rows;
+        const bool append = c.kind == KernelKind::kKvAppend;
+        if (absl::Status s = launch(rc.functions[0], max_rows, append ? 1 : static_cast<unsigned>(*heads), 128, 0, &ap);
+            !s.ok()) {
+          return s;
+        }
+        break;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::RecordBucket(size_t bucket) {
+  const DriverApi& api = *api_;
+  KILN_CU(api, api.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  absl::Status recorded = absl::OkStatus();
+  for (size_t i = 0; i < plan_.launches.size() && recorded.ok(); ++i) recorded = RecordLaunch(i, bucket);
+  CUgraph graph = nullptr;
+  const CUresult end = api.cuStreamEndCapture(stream_, &graph);
+  if (!recorded.ok()) {
+    if (graph != nullptr) api.cuGraphDestroy(graph);
+    return recorded;
+  }
+  KILN_CU(api, end);
+  const CUresult inst = api.cuGraphInstantiateWithFlags(&graphs_[bucket], graph, 0);
+  api.cuGraphDestroy(graph);
+  KILN_CU(api, inst);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::span<const float>> CudaExecutor::Step(const StepBatch& batch) {
+  absl::StatusOr<size_t> bucket = ValidateStepBatch(plan_, num_pages_, batch);
+  if (!bucket.ok()) return bucket.status();
+  const int64_t T = static_cast<int64_t>(batch.tokens.size());
+  const int64_t S = static_cast<int64_t>(batch.context_lens.size());
+  const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
+  if (S > layout_.max_seqs) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("step: %d sequences exceed the CUDA backend's %d per step", S, layout_.max_seqs));
+  }
+  if (absl::Status s = context_->MakeCurrent(); !s.ok()) return s;
+  int32_t* in = host_inputs_;
+  in[layout_.counts + 0] = static_cast<int32_t>(T);
+  in[layout_.counts + 1] = static_cast<int32_t>(S);
+  in[layout_.counts + 2] = static_cast<int32_t>(R);
+  std::copy(batch.tokens.begin(), batch.tokens.end(), in + layout_.tokens);
+  std::copy(batch.positions.begin(), batch.positions.end(), in + layout_.positions);
+  std::copy(batch.logit_rows.begin(), batch.logit_rows.end(), in + layout_.logit_rows);
+  std::copy(batch.query_starts.begin(), batch.query_starts.end(), in + layout_.query_starts);
+  std::copy(batch.context_lens.begin(), batch.context_lens.end(), in + layout_.context_lens);
+  const int64_t pages = std::min<int64_t>(batch.pages_per_seq, layout_.pages_stride);
+  for (int64_t s = 0; s < S; ++s) {
+    std::copy_n(batch.block_tables.begin() + s * batch.pages_per_seq, pages,
+                in + layout_.block_tables + s * layout_.pages_stride);
+  }
+  const DriverApi& api = *api_;
+  if (graphs_[*bucket] == nullptr) {
+    if (absl::Status s = RecordBucket(*bucket); !s.ok()) return s;
+  }
+  const uint64_t copy_bytes = (layout_.block_tables + S * layout_.pages_stride) * sizeof(int32_t);
+  KILN_CU(api, api.cuMemcpyHtoDAsync(inputs_, host_inputs_, copy_bytes, stream_));
+  KILN_CU(api, api.cuGraphLaunch(graphs_[*bucket], stream_));
+  const PlanBinding& out = plan_.results.front();
+  const uint64_t logits_bytes = static_cast<uint64_t>(R) * n_vocab_ * sizeof(float);
+  KILN_CU(api, api.cuMemcpyDtoHAsync(host_logits_, arena_ + out.arena[*bucket], logits_bytes, stream_));
+  KILN_CU(api, api.cuStreamSynchronize(stream_));
+  return std::span<const float>(host_logits_, static_cast<size_t>(R * n_vocab_));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const Program& program, const BackendOptions& options) {
+  return CudaExecutor::Create(program, options);
+}
+
+}  // namespace kiln::cuda
