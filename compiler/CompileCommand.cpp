@@ -122,7 +122,12 @@ int RunCompile(int argc, char** argv) {
   meta.Set("target", JsonValue::String(target));
   meta.Set("pipeline", JsonValue::String(compiler::DescribePipeline(options)));
   meta.Set("program_only", JsonValue::Bool(args.GetFlag("program-only")));
-  ArtifactContents contents{args.Get("MODEL"), compiled->plan_json, compiled->ir_text, ToJson(meta, true), target};
+  ArtifactContents contents;
+  contents.source = args.Get("MODEL");
+  contents.plan_json = compiled->plan_json;
+  contents.ir_text = compiled->ir_text;
+  contents.metadata_json = ToJson(meta, true);
+  contents.target = target;
   contents.program_only = args.GetFlag("program-only");
   for (const std::string& t : gpu_targets) {
     const auto start = std::chrono::steady_clock::now();

@@ -1,5 +1,7 @@
 #include "runtime/executor/executor.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 
 namespace kiln {
@@ -7,6 +9,18 @@ namespace kiln {
 int64_t Executor::n_vocab() const {
   const JsonValue* vocab = plan().model.Find("n_vocab");
   return vocab != nullptr && vocab->int_value() ? *vocab->int_value() : 0;
+}
+
+absl::StatusOr<std::span<const int32_t>> Executor::StepGreedy(const StepBatch& batch) {
+  absl::StatusOr<std::span<const float>> logits = Step(batch);
+  if (!logits.ok()) return logits.status();
+  const int64_t vocab = n_vocab();
+  greedy_.resize(batch.logit_rows.size());
+  for (size_t r = 0; r < greedy_.size(); ++r) {
+    const float* row = logits->data() + r * vocab;
+    greedy_[r] = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+  }
+  return std::span<const int32_t>(greedy_);
 }
 
 std::string Executor::BackendName() const {

@@ -50,6 +50,11 @@ class Executor {
   // long prompts); positions and block tables must stay inside the pool.
   virtual absl::StatusOr<std::span<const float>> Step(const StepBatch& batch) = 0;
 
+  // The greedy id of each requested row (its logits' argmax, lowest id on
+  // ties), valid until the next step. GPU backends override it to pick the
+  // ids on the device, so that only R ids cross to the host.
+  virtual absl::StatusOr<std::span<const int32_t>> StepGreedy(const StepBatch& batch);
+
   // Which backend this is and on what, for messages: "cpu (avx2, 2 threads)".
   virtual std::string Describe() const = 0;
   // The backend's name alone: "cpu", "cuda", "vulkan" (Describe's first word).
@@ -60,6 +65,9 @@ class Executor {
   int64_t page_size() const { return plan().pool.page_size; }
   int64_t max_step_tokens() const { return plan().buckets.back(); }
   int64_t n_vocab() const;
+
+ private:
+  std::vector<int32_t> greedy_;
 };
 
 }  // namespace kiln

@@ -114,6 +114,40 @@ TEST_F(GoldenCheck, Stories260KGreedyIdsAndPromptLogits) {
   CheckGreedy(*ex, cases, 1e-4);
 }
 
+// StepGreedy (what GPU backends answer on the device) picks the argmax of
+// Step's logits: teacher-forced over a golden's prompt and continuation.
+TEST_F(GoldenCheck, StepGreedyIsTheArgmaxOfEveryRow) {
+  const std::vector<std::filesystem::path> cases = Cases("stories260K");
+  if (cases.empty()) GTEST_SKIP() << "no goldens under " << testing::TestDataDir();
+  std::unique_ptr<CpuExecutor> ex = Load("stories260K", 256);
+  ASSERT_NE(ex, nullptr);
+  const Golden g = ReadGolden(cases.front());
+  std::vector<int32_t> ids = g.prompt;
+  ids.insert(ids.end(), g.generated.begin(), g.generated.end());
+  std::vector<int32_t> rows(ids.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int32_t>(i);
+  absl::StatusOr<std::vector<float>> logits = ForwardAllPositions(*ex, ids);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  StepBatch b;
+  b.tokens = ids;
+  for (size_t i = 0; i < ids.size(); ++i) b.positions.push_back(static_cast<int32_t>(i));
+  b.query_starts = {0, static_cast<int32_t>(ids.size())};
+  b.context_lens = {static_cast<int32_t>(ids.size())};
+  b.pages_per_seq = static_cast<int32_t>(ex->num_pages());
+  for (int32_t p = 0; p < b.pages_per_seq; ++p) b.block_tables.push_back(p);
+  b.logit_rows = rows;
+  absl::StatusOr<std::span<const int32_t>> greedy = ex->StepGreedy(b);
+  ASSERT_TRUE(greedy.ok()) << greedy.status();
+  ASSERT_EQ(greedy->size(), ids.size());
+  const size_t v = ex->n_vocab();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const float* row = logits->data() + i * v;
+    EXPECT_EQ((*greedy)[i], std::max_element(row, row + v) - row) << "row " << i;
+  }
+  // The golden continuation is greedy: each generated id is the argmax after the one before.
+  for (size_t i = g.prompt.size() - 1; i + 1 < ids.size(); ++i) EXPECT_EQ((*greedy)[i], ids[i + 1]) << "row " << i;
+}
+
 TEST_F(GoldenCheck, Stories260KF16GreedyIds) {
   const std::vector<std::filesystem::path> cases = Cases("stories260K-f16");
   if (cases.empty()) GTEST_SKIP() << "no goldens under " << testing::TestDataDir();

@@ -31,10 +31,6 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-int32_t Argmax(std::span<const float> row) {
-  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-}
-
 // B sequences, each owning `pages_per_seq` consecutive pages of the pool.
 class BenchSequences {
  public:
@@ -61,9 +57,9 @@ class BenchSequences {
         b.pages_per_seq = static_cast<int32_t>(pages_per_seq_);
         for (int64_t i = 0; i < pages_per_seq_; ++i) b.block_tables.push_back(static_cast<int32_t>(s * pages_per_seq_ + i));
         b.logit_rows = {static_cast<int32_t>(end - begin - 1)};
-        absl::StatusOr<std::span<const float>> logits = ex_.Step(b);
-        if (!logits.ok()) return logits.status();
-        if (end == prompt) next[s] = Argmax(*logits);
+        absl::StatusOr<std::span<const int32_t>> ids = ex_.StepGreedy(b);
+        if (!ids.ok()) return ids.status();
+        if (end == prompt) next[s] = (*ids)[0];
       }
     }
     return next;
@@ -81,9 +77,9 @@ class BenchSequences {
       b.tokens = next;
       b.positions.assign(batch_, static_cast<int32_t>(context + step));
       b.context_lens.assign(batch_, static_cast<int32_t>(context + step + 1));
-      absl::StatusOr<std::span<const float>> logits = ex_.Step(b);
-      if (!logits.ok()) return logits.status();
-      for (int64_t s = 0; s < batch_; ++s) next[s] = Argmax(logits->subspan(s * ex_.n_vocab(), ex_.n_vocab()));
+      absl::StatusOr<std::span<const int32_t>> ids = ex_.StepGreedy(b);
+      if (!ids.ok()) return ids.status();
+      next.assign(ids->begin(), ids->end());
     }
     return absl::OkStatus();
   }
