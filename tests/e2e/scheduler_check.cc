@@ -77,7 +77,7 @@ TEST(SchedulerCheck, ThirtyTwoConcurrentGreedyRequestsMatchTheirSoloRuns) {
       together[k].push_back(t);
       return true;
     };
-    req.on_finish = [&reasons, k](const std::string& why) { reasons[k] = why; };
+    req.on_finish = [&reasons, k](const std::string& why, const SpeculativeStats&) { reasons[k] = why; };
     ASSERT_TRUE(scheduler.Submit(std::move(req)).ok());
   }
   int steps = 0;
