@@ -133,15 +133,15 @@ int RunServe(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   if (absl::Status s = server.Start(); !s.ok()) return Fail("serve", std::string(s.message()));
-  std::printf("kiln serve: listening on http://%s:%d (model %s, backend %s, %lld KV pages of %lld tokens)\n",
-              http.host.c_str(), server.port(), name.c_str(), (*executor)->Describe().c_str(),
-              static_cast<long long>(pages), static_cast<long long>(pool.page_size));
   if (drafter != nullptr) {
     std::printf("kiln serve: speculative decoding with %s%s (drafts up to %lld tokens, verified within %lld-token "
                 "steps)\n",
                 drafter->name().c_str(), args.Has("draft") ? (" " + args.Get("draft")).c_str() : "",
                 static_cast<long long>(draft_max), static_cast<long long>(spec_budget));
   }
+  std::printf("kiln serve: listening on http://%s:%d (model %s, backend %s, %lld KV pages of %lld tokens)\n",
+              http.host.c_str(), server.port(), name.c_str(), (*executor)->Describe().c_str(),
+              static_cast<long long>(pages), static_cast<long long>(pool.page_size));
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
