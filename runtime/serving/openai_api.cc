@@ -100,10 +100,11 @@ JsonValue LogprobsJson(const Tokenizer& tok, const Choice& c, bool chat) {
 }  // namespace
 
 OpenAiApi::OpenAiApi(Engine& engine, const Tokenizer& tokenizer, std::string model_name, int64_t context,
-                     ApiLimits limits)
+                     ApiLimits limits, std::string chat_template)
     : engine_(engine),
       tokenizer_(tokenizer),
       model_(std::move(model_name)),
+      chat_template_(std::move(chat_template)),
       context_(context),
       limits_(limits),
       ttft_seconds_(kBucketCount, 0),
@@ -221,7 +222,7 @@ void OpenAiApi::Completions(const HttpRequest& request, ResponseWriter& writer, 
       }
       chat_messages.push_back({role->string_value(), content->string_value()});
     }
-    absl::StatusOr<ChatTemplate> tmpl = SelectChatTemplate(tokenizer_.chat_template());
+    absl::StatusOr<ChatTemplate> tmpl = SelectChatTemplate(tokenizer_.chat_template(), chat_template_);
     if (!tmpl.ok()) return bad(absl::StrCat("this model has no usable chat template: ", tmpl.status().message()));
     prompt = tokenizer_.Encode(RenderChat(*tmpl, chat_messages), {.add_special = true, .parse_special = true});
   } else {

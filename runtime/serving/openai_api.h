@@ -1,6 +1,7 @@
 // The OpenAI-compatible HTTP API of `kiln serve`: /v1/completions and
 // /v1/chat/completions (with SSE streaming, n, stop, max_tokens,
-// temperature, top_p, seed, logprobs, usage), /v1/models, /health, the
+// temperature, top_p, seed, logprobs, usage; with a drafter, a per-request
+// "speculative" switch and usage.speculative), /v1/models, /health, the
 // Prometheus /metrics and a small chat page at /.
 #pragma once
 
@@ -24,7 +25,10 @@ struct ApiLimits {
 
 class OpenAiApi {
  public:
-  OpenAiApi(Engine& engine, const Tokenizer& tokenizer, std::string model_name, int64_t context, ApiLimits limits);
+  // `chat_template`: a template name (chatml, llama3) used instead of the
+  // model's own, or for a model that has none; empty: the model's.
+  OpenAiApi(Engine& engine, const Tokenizer& tokenizer, std::string model_name, int64_t context, ApiLimits limits,
+            std::string chat_template = "");
   // Routes every endpoint on `server` (before it starts).
   void Register(HttpServer& server);
 
@@ -36,6 +40,7 @@ class OpenAiApi {
   Engine& engine_;
   const Tokenizer& tokenizer_;
   std::string model_;
+  std::string chat_template_;
   int64_t context_;
   ApiLimits limits_;
   std::atomic<int64_t> requests_total_{0}, requests_failed_{0}, completion_tokens_total_{0},

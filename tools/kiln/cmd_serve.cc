@@ -10,6 +10,7 @@
 #include "runtime/serving/kv_page_manager.h"
 #include "runtime/serving/model_drafter.h"
 #include "runtime/serving/openai_api.h"
+#include "runtime/tokenizer/chat_template.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/load_program.h"
@@ -34,6 +35,7 @@ int RunServe(int argc, char** argv) {
       .Option("device", "N", "GPU index for the cuda and vulkan backends", "0")
       .Option("weights", "FILE", "for a program-only artifact: the model file to bind the weights from")
       .Option("quant", "TYPE", "when compiling a GGUF: weight storage policy")
+      .Option("chat-template", "NAME", "chat template (chatml, llama3) instead of the model's, or for a model without one")
       .Option("draft", "MODEL", "speculative decoding with this smaller model (same vocabulary) as the draft")
       .Flag("lookup", "speculative decoding with n-gram lookup in each request's text as the draft")
       .Option("draft-max", "N", "longest draft per sequence and step (it adapts below this)", "8")
@@ -57,6 +59,10 @@ int RunServe(int argc, char** argv) {
   if (port > 65535) return Fail("serve", "--port must be at most 65535");
   if (draft_max < 1 || draft_max > 64) return Fail("serve", "--draft-max must be between 1 and 64");
   if (args.Has("draft") && args.GetFlag("lookup")) return Fail("serve", "choose one of --draft and --lookup");
+  if (args.Has("chat-template")) {
+    absl::StatusOr<ChatTemplate> named = SelectChatTemplate("", args.Get("chat-template"));
+    if (!named.ok()) return Fail("serve", absl::StrCat("--chat-template: ", named.status().message()));
+  }
   absl::StatusOr<Program> program = LoadProgram(args.Get("MODEL"), args.Get("quant"), "", args.Get("weights"));
   if (!program.ok()) return Fail("serve", std::string(program.status().message()));
   const PlanPagePool& pool = program->plan.pool;
@@ -115,7 +121,8 @@ int RunServe(int argc, char** argv) {
   Engine engine(**executor, kv, scheduling, drafter.get());
   std::string name = args.Get("MODEL");
   name = name.substr(name.find_last_of('/') + 1);
-  OpenAiApi api(engine, *program->tokenizer, name, pool.max_tokens, ApiLimits{max_tokens, 8});
+  OpenAiApi api(engine, *program->tokenizer, name, pool.max_tokens, ApiLimits{max_tokens, 8},
+                args.Get("chat-template"));
 
   HttpServerOptions http;
   http.host = args.Get("host");
