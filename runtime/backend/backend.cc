@@ -7,8 +7,12 @@
 #include "runtime/cpu/probe.h"
 #include "runtime/cuda/cuda_bundle.h"
 #include "runtime/executor/cpu_executor.h"
+#include "runtime/vulkan/vulkan_bundle.h"
 #ifdef KILN_WITH_CUDA
 #include "runtime/cuda/cuda_executor.h"
+#endif
+#ifdef KILN_WITH_VULKAN
+#include "runtime/vulkan/vulkan_executor.h"
 #endif
 
 namespace kiln {
@@ -27,6 +31,9 @@ const std::vector<GpuBackend>& GpuBackends() {
   static const std::vector<GpuBackend> backends = {
 #ifdef KILN_WITH_CUDA
       {"cuda", &cuda::CreateCudaExecutor},
+#endif
+#ifdef KILN_WITH_VULKAN
+      {"vulkan", &vulkan::CreateVulkanExecutor},
 #endif
   };
   return backends;
@@ -102,6 +109,7 @@ std::string DescribeKernelBundle(const std::string& target, std::span<const uint
     if (!bundle.ok()) return absl::StrCat("  (unreadable: ", bundle.status().message(), ")\n");
     return cuda::DescribeBundle(*bundle);
   }
+  if (target == "vulkan") return vulkan::DescribeBundle(bytes);
   return absl::StrCat("  (this kiln cannot read kernels for ", target, ")\n");
 }
 

@@ -1,0 +1,79 @@
+// Shared by every kiln Vulkan kernel: the one descriptor-set layout every
+// pipeline uses, the push constants, and the step inputs that the runtime
+// writes into the host-visible io buffer before each submit.
+//
+// Codegen puts `#version`, the extensions and the template's constants
+// (`#define NAME value`) in front of this file; WG (threads per workgroup)
+// is always one of them.
+//
+// Bindings (set 0): 0..3 the weights of the launch as raw 32-bit words,
+// 4 an f32 vector (norm gain, bias or a rope cos/sin table), 5 the
+// activation arena, 6 the KV pages of the launch's layer, 7 the io buffer.
+// Bindings a launch does not use hold a small dummy buffer.
+
+layout(local_size_x = WG) in;
+
+layout(std430, set = 0, binding = 0) readonly buffer Weight0 { uint w0[]; };
+layout(std430, set = 0, binding = 1) readonly buffer Weight1 { uint w1[]; };
+layout(std430, set = 0, binding = 2) readonly buffer Weight2 { uint w2[]; };
+layout(std430, set = 0, binding = 3) readonly buffer Weight3 { uint w3[]; };
+layout(std430, set = 0, binding = 4) readonly buffer Vector { float vec_[]; };
+layout(std430, set = 0, binding = 5) buffer Arena { float arena[]; };
+layout(std430, set = 0, binding = 6) buffer KvPages { float kv[]; };
+layout(std430, set = 0, binding = 7) buffer Io { int io[]; };
+
+// Per-dispatch values recorded into the command buffer: arena offsets (in
+// floats) of the launch's operands for the bucket, whether its rows are the
+// step's T tokens or its R logit rows, and where the layer's pages start.
+layout(push_constant) uniform Params {
+  uint in0;
+  uint in1;
+  uint out0;
+  uint out1;
+  uint out2;
+  uint rows_are_logit_rows;
+  uint kv_base;  // float offset of the layer's K half inside binding 6
+  uint kv_half;  // floats from a K row to its V row
+} pc;
+
+// The io header (runtime/vulkan/vulkan_io.h writes the same layout).
+#define IO_T 0
+#define IO_S 1
+#define IO_R 2
+#define IO_PAGES_PER_SEQ 3
+#define IO_TOKENS 4
+#define IO_POSITIONS 5
+#define IO_QUERY_STARTS 6
+#define IO_CONTEXT_LENS 7
+#define IO_LOGIT_ROWS 8
+#define IO_BLOCK_TABLES 9
+#define IO_LOGITS_OUT 10
+
+uint step_tokens() { return uint(io[IO_T]); }
+uint launch_rows() { return pc.rows_are_logit_rows != 0u ? uint(io[IO_R]) : uint(io[IO_T]); }
+int io_at(int field, uint i) { return io[io[field] + int(i)]; }
+
+// The sequence of token t: the s with query_starts[s] <= t < query_starts[s + 1].
+uint sequence_of(uint t) {
+  int s = 0;
+  const int S = io[IO_S];
+  while (s + 1 < S && uint(io_at(IO_QUERY_STARTS, uint(s + 1))) <= t) ++s;
+  return uint(s);
+}
+
+// Weight storages (codegen sets WSTORAGE per weight slot to one of these).
+#define ST_F32 0
+#define ST_F16 1
+#define ST_BF16 2
+#define ST_Q8_0 3
+#define ST_Q4_0 4
+#define ST_Q4_1 5
+#define ST_Q5_0 6
+#define ST_Q5_1 7
+#define ST_Q2_K 8
+#define ST_Q3_K 9
+#define ST_Q4_K 10
+#define ST_Q5_K 11
+#define ST_Q6_K 12
+#define ST_INT4 13
+#define ST_INT2 14

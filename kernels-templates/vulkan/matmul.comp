@@ -1,0 +1,109 @@
+// matmul / fused_matmul (kiln.matmul, kiln.fused_matmul): for each of the
+// launch's rows t and output column n,
+//   y[t, n] = sum_k x'[t, k] * W[n, k]
+// where x' is x or, with the norm prologue, RMS-normalised x times the gain
+// (binding 4). Epilogues: none (up to three weights, each to its own result),
+// silu_mul (out0 = silu(x'W0^T) * x'W1^T), residual_add (out0 = x'W0^T + in1).
+//
+// Constants: K (input width), NUM_W (weights, 1..3), N0..N2 (their rows),
+// EPILOGUE (0 none, 1 silu_mul, 2 residual_add), HAS_NORM (0/1), EPS, TT
+// (tokens per workgroup), WG; each weight slot's decoder (weights.glsl).
+// Push constants: in0 x, in1 residual, out0..out2 results.
+// Launch shape: x = workgroups striding over the output columns, y = one per
+// TT tokens of the bucket; workgroups past the step's rows return at once.
+
+#if EPILOGUE == 1
+#define NACC 2
+#else
+#define NACC 1
+#endif
+#define NREDUCE (TT * NACC)
+#include_reduce
+
+#if EPILOGUE == 0
+#define NCOLS (N0 + N1 + N2)
+#else
+#define NCOLS N0
+#endif
+
+float read_weight(uint slot, uint row, uint k) {
+#if NUM_W >= 2
+  if (slot == 1u) return wread1(row, k);
+#endif
+#if NUM_W >= 3
+  if (slot == 2u) return wread2(row, k);
+#endif
+  return wread0(row, k);
+}
+
+void main() {
+  const uint rows = launch_rows();
+  const uint t0 = gl_WorkGroupID.y * TT;
+  if (t0 >= rows) return;  // the same for the whole workgroup
+  const uint tid = gl_LocalInvocationID.x;
+
+  float scale[NREDUCE];
+  for (int i = 0; i < NREDUCE; ++i) scale[i] = 1.0;
+#if HAS_NORM
+  for (int i = 0; i < NREDUCE; ++i) scale[i] = 0.0;
+  for (uint t = 0u; t < TT; ++t) {
+    if (t0 + t >= rows) break;
+    for (uint k = tid; k < K; k += WG) {
+      const float x = arena[pc.in0 + (t0 + t) * K + k];
+      scale[t] += x * x;
+    }
+  }
+  reduce_sum(scale);
+  for (uint t = 0u; t < TT; ++t) scale[t] = inversesqrt(scale[t] / float(K) + EPS);
+#endif
+
+  for (uint n = gl_WorkGroupID.x; n < NCOLS; n += gl_NumWorkGroups.x) {
+    uint slot = 0u, row = n;
+#if EPILOGUE == 0
+    if (row >= N0) {
+      row -= N0;
+      slot = 1u;
+      if (row >= N1) {
+        row -= N1;
+        slot = 2u;
+      }
+    }
+#endif
+    float acc[NREDUCE];
+    for (int i = 0; i < NREDUCE; ++i) acc[i] = 0.0;
+    for (uint k = tid; k < K; k += WG) {
+      const float w = read_weight(slot, row, k);
+#if EPILOGUE == 1
+      const float w_up = wread1(row, k);
+#endif
+      for (uint t = 0u; t < TT; ++t) {
+        if (t0 + t >= rows) break;
+        float x = arena[pc.in0 + (t0 + t) * K + k];
+#if HAS_NORM
+        x = x * scale[t] * vec_[k];
+#endif
+        acc[t] += x * w;
+#if EPILOGUE == 1
+        acc[TT + t] += x * w_up;
+#endif
+      }
+    }
+    reduce_sum(acc);
+    if (tid == 0u) {
+      for (uint t = 0u; t < TT; ++t) {
+        const uint r = t0 + t;
+        if (r >= rows) break;
+#if EPILOGUE == 0
+        const uint width = slot == 0u ? N0 : (slot == 1u ? N1 : N2);
+        const uint dst = slot == 0u ? pc.out0 : (slot == 1u ? pc.out1 : pc.out2);
+        arena[dst + r * width + row] = acc[t];
+#elif EPILOGUE == 1
+        const float g = acc[t];
+        arena[pc.out0 + r * N0 + row] = g / (1.0 + exp(-g)) * acc[TT + t];
+#else
+        arena[pc.out0 + r * N0 + row] = acc[t] + arena[pc.in1 + r * N0 + row];
+#endif
+      }
+    }
+  }
+}

@@ -1,0 +1,102 @@
+// Element decoder of one weight slot, instantiated once per slot that a
+// kernel reads. Codegen defines before including it:
+//   WBUF (w0..w3), WBYTE / WF16 / WREAD (this slot's function names),
+//   WSTORAGE (an ST_* of common.glsl), WROW_BYTES (bytes of one row, a uint
+//   literal), WGROUP (elements per group for int4 / int2).
+// WREAD(row, e) is element e of row `row`, decoded exactly as the reference
+// decoders of runtime/formats/quant.cc do (those define the block layouts).
+// Weights are read as 32-bit words so no 8/16-bit storage feature is needed.
+
+uint WBYTE(uint off) { return (WBUF[off >> 2] >> ((off & 3u) << 3)) & 0xFFu; }
+float WF16(uint off) { return unpackHalf2x16(WBYTE(off) | (WBYTE(off + 1u) << 8)).x; }
+
+float WREAD(uint row, uint e) {
+  const uint base = row * WROW_BYTES;
+#if WSTORAGE == ST_F32
+  return uintBitsToFloat(WBUF[(base >> 2) + e]);
+#elif WSTORAGE == ST_F16
+  return WF16(base + 2u * e);
+#elif WSTORAGE == ST_BF16
+  const uint o = base + 2u * e;
+  return uintBitsToFloat((WBYTE(o) | (WBYTE(o + 1u) << 8)) << 16);
+#elif WSTORAGE == ST_Q8_0
+  const uint b = base + (e / 32u) * 34u;
+  const int q = int(WBYTE(b + 2u + e % 32u) ^ 0x80u) - 128;  // int8
+  return WF16(b) * float(q);
+#elif WSTORAGE == ST_Q4_0
+  const uint b = base + (e / 32u) * 18u, j = e % 32u;
+  const uint q = (WBYTE(b + 2u + j % 16u) >> (j < 16u ? 0u : 4u)) & 15u;
+  return WF16(b) * float(int(q) - 8);
+#elif WSTORAGE == ST_Q4_1
+  const uint b = base + (e / 32u) * 20u, j = e % 32u;
+  const uint q = (WBYTE(b + 4u + j % 16u) >> (j < 16u ? 0u : 4u)) & 15u;
+  return WF16(b) * float(q) + WF16(b + 2u);
+#elif WSTORAGE == ST_Q5_0 || WSTORAGE == ST_Q5_1
+#if WSTORAGE == ST_Q5_0
+  const uint b = base + (e / 32u) * 22u, qh_at = b + 2u, qs_at = b + 6u;
+#else
+  const uint b = base + (e / 32u) * 24u, qh_at = b + 4u, qs_at = b + 8u;
+#endif
+  const uint j = e % 32u;
+  const uint low = (WBYTE(qs_at + j % 16u) >> (j < 16u ? 0u : 4u)) & 15u;
+  const uint high = (WBYTE(qh_at + j / 8u) >> (j % 8u)) & 1u;
+  const uint q = low | (high << 4);
+#if WSTORAGE == ST_Q5_0
+  return WF16(b) * float(int(q) - 16);
+#else
+  return WF16(b) * float(q) + WF16(b + 2u);
+#endif
+#elif WSTORAGE == ST_Q2_K
+  const uint b = base + (e / 256u) * 84u, x = e % 256u;
+  const uint sc = WBYTE(b + x / 16u);
+  const uint q = (WBYTE(b + 16u + (x / 128u) * 32u + x % 32u) >> (2u * ((x % 128u) / 32u))) & 3u;
+  return WF16(b + 80u) * float(sc & 15u) * float(q) - WF16(b + 82u) * float(sc >> 4);
+#elif WSTORAGE == ST_Q3_K
+  const uint b = base + (e / 256u) * 110u, x = e % 256u;
+  const uint low = (WBYTE(b + 32u + (x / 128u) * 32u + x % 32u) >> (2u * ((x % 128u) / 32u))) & 3u;
+  const uint high = (WBYTE(b + x % 32u) >> (x / 32u)) & 1u;
+  const int q = int(low) - (high != 0u ? 0 : 4);
+  const uint s = x / 16u;
+  const uint sl = s < 8u ? (WBYTE(b + 96u + s) & 15u) : (WBYTE(b + 96u + s - 8u) >> 4);
+  const uint sh = (WBYTE(b + 104u + s % 4u) >> (2u * (s / 4u))) & 3u;
+  return WF16(b + 108u) * float(int(sl | (sh << 4)) - 32) * float(q);
+#elif WSTORAGE == ST_Q4_K || WSTORAGE == ST_Q5_K
+#if WSTORAGE == ST_Q4_K
+  const uint b = base + (e / 256u) * 144u, qs_at = b + 16u;
+#else
+  const uint b = base + (e / 256u) * 176u, qs_at = b + 48u;
+#endif
+  const uint x = e % 256u, s = x / 32u, t = b + 4u;
+  uint sc, mn;
+  if (s < 4u) {
+    sc = WBYTE(t + s) & 63u;
+    mn = WBYTE(t + s + 4u) & 63u;
+  } else {
+    sc = (WBYTE(t + s + 4u) & 15u) | ((WBYTE(t + s - 4u) >> 6) << 4);
+    mn = (WBYTE(t + s + 4u) >> 4) | ((WBYTE(t + s) >> 6) << 4);
+  }
+  uint q = (WBYTE(qs_at + (x / 64u) * 32u + x % 32u) >> (4u * (s % 2u))) & 15u;
+#if WSTORAGE == ST_Q5_K
+  q |= ((WBYTE(b + 16u + x % 32u) >> s) & 1u) << 4;
+#endif
+  return WF16(b) * float(sc) * float(q) - WF16(b + 2u) * float(mn);
+#elif WSTORAGE == ST_Q6_K
+  const uint b = base + (e / 256u) * 210u, x = e % 256u;
+  const uint c = x / 128u, k = (x % 128u) / 32u, l = x % 32u;
+  const uint low = (WBYTE(b + 64u * c + 32u * (k % 2u) + l) >> (4u * (k / 2u))) & 15u;
+  const uint high = (WBYTE(b + 128u + 32u * c + l) >> (2u * k)) & 3u;
+  const int scale = int(WBYTE(b + 192u + x / 16u) ^ 0x80u) - 128;
+  return WF16(b + 208u) * float(scale) * float(int(low | (high << 4)) - 32);
+#elif WSTORAGE == ST_INT4 || WSTORAGE == ST_INT2
+#if WSTORAGE == ST_INT4
+  const uint b = base + (e / WGROUP) * (WGROUP / 2u + 4u), j = e % WGROUP;
+  const uint q = (WBYTE(b + 4u + j / 2u) >> (4u * (j % 2u))) & 15u;
+#else
+  const uint b = base + (e / WGROUP) * (WGROUP / 4u + 4u), j = e % WGROUP;
+  const uint q = (WBYTE(b + 4u + j / 4u) >> (2u * (j % 4u))) & 3u;
+#endif
+  return WF16(b) * float(q) + WF16(b + 2u);
+#else
+#error unknown WSTORAGE
+#endif
+}

@@ -1,0 +1,761 @@
+#include "runtime/vulkan/vulkan_executor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/cpu/weight_storage.h"
+#include "runtime/executor/repack.h"
+#include "runtime/vulkan/vulkan_api.h"
+#include "runtime/vulkan/vulkan_bundle.h"
+#include "runtime/vulkan/vulkan_kernels.h"
+
+namespace kiln::vulkan {
+namespace {
+
+#define KILN_VK_CHECK(call, what)                                                                       \
+  do {                                                                                                  \
+    const VkResult kiln_vk_result = (call);                                                             \
+    if (kiln_vk_result != VK_SUCCESS) {                                                                 \
+      return absl::InternalError(absl::StrCat("vulkan: ", what, " failed: ", VkResultName(kiln_vk_result))); \
+    }                                                                                                   \
+  } while (0)
+
+// The io buffer's header (kernels-templates/vulkan/common.glsl reads it).
+enum IoField : int32_t {
+  kIoT = 0, kIoS, kIoR, kIoPagesPerSeq, kIoTokens, kIoPositions, kIoQueryStarts, kIoContextLens, kIoLogitRows,
+  kIoBlockTables, kIoLogitsOut, kIoHeaderInts = 16
+};
+
+// Mirrors `Params` of common.glsl.
+struct PushConstants {
+  uint32_t in0 = 0, in1 = 0, out0 = 0, out1 = 0, out2 = 0, rows_are_logit_rows = 0, kv_base = 0, kv_half = 0;
+};
+
+struct Buffer {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkDeviceSize size = 0;
+  void* mapped = nullptr;  // host-visible buffers only
+};
+
+// A byte range of one buffer a dispatch reads or writes, for barriers.
+struct Access {
+  int buffer;  // 0 arena, 1 kv, 2 io
+  int64_t begin, end;
+  bool Overlaps(const Access& o) const { return buffer == o.buffer && begin < o.end && o.begin < end; }
+};
+
+class VulkanExecutor final : public Executor {
+ public:
+  VulkanExecutor(Plan plan, const VulkanExecutorOptions& options) : plan_(std::move(plan)), options_(options) {}
+  ~VulkanExecutor() override;
+
+  absl::Status Init(const WeightSource& weights, std::span<const uint8_t> bundle);
+  absl::StatusOr<std::span<const float>> Step(const StepBatch& batch) override;
+  std::string Describe() const override { return description_; }
+  const Plan& plan() const override { return plan_; }
+  int64_t num_pages() const override { return num_pages_; }
+
+ private:
+  struct Dispatch {
+    PlannedDispatch planned;
+    size_t launch = 0;  // index into plan_.launches, or launches.size() for copy_logits
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    VkDescriptorSet set = VK_NULL_HANDLE;
+  };
+  absl::Status CreateDevice();
+  absl::StatusOr<Buffer> CreateBuffer(VkDeviceSize size, bool host_visible, const char* what);
+  void DestroyBuffer(Buffer& b);
+  absl::Status UploadWeights(const WeightSource& weights);
+  absl::Status RunOnce(const std::function<void(VkCommandBuffer)>& record);
+  absl::Status CreatePipelines(const std::vector<SpirvModule>& modules);
+  absl::Status WriteDescriptorSets();
+  absl::Status Record(size_t bucket);
+  int64_t ArenaFloats(const std::string& role, const PlanLaunch* l, size_t bucket) const;
+
+  Plan plan_;
+  VulkanExecutorOptions options_;
+  std::string description_;
+  VulkanApi api_;
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkPhysicalDeviceProperties props_{};
+  VkPhysicalDeviceMemoryProperties memory_props_{};
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+
+  Buffer weights_, arena_, kv_, io_, dummy_;
+  struct Placed {
+    VkDeviceSize offset = 0, size = 0;
+  };
+  std::map<std::string, Placed> placed_weights_;
+  std::vector<std::pair<RopeTable, Placed>> rope_tables_;
+  VkDeviceSize storage_align_ = 256;
+
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
+  std::map<std::string, VkPipeline> pipelines_;
+  VkDescriptorPool descriptor_pool_ = VK_NULL_HANDLE;
+  VkCommandPool command_pool_ = VK_NULL_HANDLE;
+  std::vector<VkCommandBuffer> commands_;  // one per bucket
+  VkFence fence_ = VK_NULL_HANDLE;
+
+  std::vector<Dispatch> dispatches_;
+  std::vector<std::vector<bool>> logit_rows_;  // [launch][bucket]
+  int64_t num_pages_ = 0, n_vocab_ = 0, max_token_ = 0;
+  int64_t kv_half_floats_ = 0;
+  int64_t io_offsets_[kIoHeaderInts] = {};
+  int64_t block_table_capacity_ = 0;
+  std::vector<float> logits_;
+};
+
+VulkanExecutor::~VulkanExecutor() {
+  if (device_ != VK_NULL_HANDLE) {
+    api_.vkQueueWaitIdle(queue_);
+    if (fence_) api_.vkDestroyFence(device_, fence_, nullptr);
+    if (command_pool_) api_.vkDestroyCommandPool(device_, command_pool_, nullptr);
+    if (descriptor_pool_) api_.vkDestroyDescriptorPool(device_, descriptor_pool_, nullptr);
+    for (auto& [key, p] : pipelines_) api_.vkDestroyPipeline(device_, p, nullptr);
+    if (pipeline_layout_) api_.vkDestroyPipelineLayout(device_, pipeline_layout_, nullptr);
+    if (set_layout_) api_.vkDestroyDescriptorSetLayout(device_, set_layout_, nullptr);
+    for (Buffer* b : {&weights_, &arena_, &kv_, &io_, &dummy_}) DestroyBuffer(*b);
+    api_.vkDestroyDevice(device_, nullptr);
+  }
+  if (instance_ != VK_NULL_HANDLE) api_.vkDestroyInstance(instance_, nullptr);
+}
+
+absl::Status VulkanExecutor::CreateDevice() {
+  if (absl::Status s = api_.LoadLoader(); !s.ok()) return s;
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "kiln";
+  app.apiVersion = VK_API_VERSION_1_1;
+  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  ici.pApplicationInfo = &app;
+  if (VkResult r = api_.vkCreateInstance(&ici, nullptr, &instance_); r != VK_SUCCESS) {
+    instance_ = VK_NULL_HANDLE;
+    return absl::UnavailableError(absl::StrCat("no Vulkan driver (vkCreateInstance: ", VkResultName(r), ")"));
+  }
+  if (absl::Status s = api_.LoadInstance(instance_); !s.ok()) return s;
+  uint32_t count = 0;
+  api_.vkEnumeratePhysicalDevices(instance_, &count, nullptr);
+  std::vector<VkPhysicalDevice> devices(count);
+  if (count > 0) api_.vkEnumeratePhysicalDevices(instance_, &count, devices.data());
+  if (count == 0) return absl::UnavailableError("no Vulkan device");
+  if (options_.device < 0 || options_.device >= static_cast<int>(count)) {
+    return absl::UnavailableError(
+        absl::StrFormat("no Vulkan device %d (the loader lists %d)", options_.device, count));
+  }
+  physical_ = devices[options_.device];
+  api_.vkGetPhysicalDeviceProperties(physical_, &props_);
+  api_.vkGetPhysicalDeviceMemoryProperties(physical_, &memory_props_);
+  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  const bool has_driver_props = props_.apiVersion >= VK_API_VERSION_1_2;
+  if (has_driver_props) subgroup.pNext = &driver;
+  VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  props2.pNext = &subgroup;
+  api_.vkGetPhysicalDeviceProperties2(physical_, &props2);
+  const VkSubgroupFeatureFlags needed = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+  if ((subgroup.supportedOperations & needed) != needed || !(subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) {
+    return absl::UnavailableError(
+        absl::StrCat("Vulkan device '", props_.deviceName, "' lacks subgroup arithmetic in compute shaders"));
+  }
+  description_ = has_driver_props ? absl::StrCat("vulkan (", props_.deviceName, ", ", driver.driverInfo, ")")
+                                  : absl::StrCat("vulkan (", props_.deviceName, ")");
+  storage_align_ = std::max<VkDeviceSize>(256, props_.limits.minStorageBufferOffsetAlignment);
+
+  uint32_t families = 0;
+  api_.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &families, nullptr);
+  std::vector<VkQueueFamilyProperties> qf(families);
+  api_.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &families, qf.data());
+  std::optional<uint32_t> compute;
+  for (uint32_t i = 0; i < families; ++i) {
+    if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+      compute = i;
+      break;
+    }
+  }
+  if (!compute) return absl::UnavailableError(absl::StrCat("Vulkan device '", props_.deviceName, "' has no compute queue"));
+  queue_family_ = *compute;
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = queue_family_;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &priority;
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  KILN_VK_CHECK(api_.vkCreateDevice(physical_, &dci, nullptr, &device_), "vkCreateDevice");
+  if (absl::Status s = api_.LoadDevice(device_); !s.ok()) return s;
+  api_.vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
+  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pci.queueFamilyIndex = queue_family_;
+  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  KILN_VK_CHECK(api_.vkCreateCommandPool(device_, &pci, nullptr, &command_pool_), "vkCreateCommandPool");
+  VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  KILN_VK_CHECK(api_.vkCreateFence(device_, &fci, nullptr, &fence_), "vkCreateFence");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Buffer> VulkanExecutor::CreateBuffer(VkDeviceSize size, bool host_visible, const char* what) {
+  Buffer b;
+  b.size = std::max<VkDeviceSize>(16, (size + 15) / 16 * 16);
+  VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bci.size = b.size;
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+  bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  KILN_VK_CHECK(api_.vkCreateBuffer(device_, &bci, nullptr, &b.buffer), absl::StrCat("creating the ", what, " buffer"));
+  VkMemoryRequirements req;
+  api_.vkGetBufferMemoryRequirements(device_, b.buffer, &req);
+  const VkMemoryPropertyFlags need =
+      host_visible ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT : 0;
+  const VkMemoryPropertyFlags want = host_visible ? VK_MEMORY_PROPERTY_HOST_CACHED_BIT : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  std::optional<uint32_t> type;
+  for (int pass = 0; pass < 2 && !type; ++pass) {
+    for (uint32_t i = 0; i < memory_props_.memoryTypeCount; ++i) {
+      const VkMemoryPropertyFlags f = memory_props_.memoryTypes[i].propertyFlags;
+      if (!(req.memoryTypeBits & (1u << i)) || (f & need) != need) continue;
+      if (pass == 0 && (f & want) != want) continue;
+      type = i;
+      break;
+    }
+  }
+  if (!type) {
+    api_.vkDestroyBuffer(device_, b.buffer, nullptr);
+    return absl::ResourceExhaustedError(absl::StrCat("vulkan: no memory type for the ", what, " buffer"));
+  }
+  VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  mai.allocationSize = req.size;
+  mai.memoryTypeIndex = *type;
+  if (VkResult r = api_.vkAllocateMemory(device_, &mai, nullptr, &b.memory); r != VK_SUCCESS) {
+    api_.vkDestroyBuffer(device_, b.buffer, nullptr);
+    return absl::ResourceExhaustedError(absl::StrFormat("vulkan: allocating %d bytes for the %s buffer: %s", req.size,
+                                                        what, VkResultName(r)));
+  }
+  api_.vkBindBufferMemory(device_, b.buffer, b.memory, 0);
+  if (memory_props_.memoryTypes[*type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
+    KILN_VK_CHECK(api_.vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped), "vkMapMemory");
+  }
+  return b;
+}
+
+void VulkanExecutor::DestroyBuffer(Buffer& b) {
+  if (b.buffer) api_.vkDestroyBuffer(device_, b.buffer, nullptr);
+  if (b.memory) api_.vkFreeMemory(device_, b.memory, nullptr);
+  b = Buffer{};
+}
+
+absl::Status VulkanExecutor::RunOnce(const std::function<void(VkCommandBuffer)>& record) {
+  VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  cai.commandPool = command_pool_;
+  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  cai.commandBufferCount = 1;
+  VkCommandBuffer cb;
+  KILN_VK_CHECK(api_.vkAllocateCommandBuffers(device_, &cai, &cb), "vkAllocateCommandBuffers");
+  VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  api_.vkBeginCommandBuffer(cb, &begin);
+  record(cb);
+  api_.vkEndCommandBuffer(cb);
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cb;
+  KILN_VK_CHECK(api_.vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE), "vkQueueSubmit");
+  KILN_VK_CHECK(api_.vkQueueWaitIdle(queue_), "vkQueueWaitIdle");
+  return absl::OkStatus();
+}
+
+absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
+  // Layout first (sizes from the plan), then fill: no weight is held twice.
+  VkDeviceSize at = 0;
+  // Kernels read whole 32-bit words: a weight's range ends on a word.
+  auto place = [&](VkDeviceSize bytes) {
+    at = (at + storage_align_ - 1) / storage_align_ * storage_align_;
+    Placed p{at, bytes};
+    at += (bytes + 3) / 4 * 4;
+    return p;
+  };
+  for (const PlanWeight& w : plan_.weights) {
+    absl::StatusOr<cpu::WeightStorage> storage = cpu::ParseWeightStorage(w.storage);
+    if (!storage.ok()) return absl::InvalidArgumentError(absl::StrCat("weight '", w.name, "': ", storage.status().message()));
+    const int64_t rows = w.shape.size() == 2 ? w.shape[0] : 1, cols = w.shape.back();
+    const std::optional<uint64_t> row = storage->RowBytes(cols);
+    const VkDeviceSize bytes = w.shape.size() == 1 ? cols * 4 : (row ? *row * rows : 0);
+    if (bytes == 0) return absl::InvalidArgumentError(absl::StrCat("weight '", w.name, "': bad shape for ", w.storage));
+    if (bytes > props_.limits.maxStorageBufferRange) {
+      return absl::ResourceExhaustedError(absl::StrFormat("vulkan: weight '%s' (%d bytes) exceeds the device's %d-byte "
+                                                          "storage buffer range", w.name, bytes,
+                                                          props_.limits.maxStorageBufferRange));
+    }
+    placed_weights_[w.name] = place(bytes);
+  }
+  for (const Dispatch& d : dispatches_) {
+    if (!d.planned.uses_rope_table) continue;
+    bool have = false;
+    for (const auto& [t, p] : rope_tables_) have = have || t == d.planned.rope;
+    if (!have) {
+      rope_tables_.emplace_back(d.planned.rope,
+                                place(static_cast<VkDeviceSize>(plan_.pool.max_tokens) * d.planned.rope.dims * 4));
+    }
+  }
+  absl::StatusOr<Buffer> buffer = CreateBuffer(std::max<VkDeviceSize>(at, 16), false, "weights");
+  if (!buffer.ok()) return buffer.status();
+  weights_ = *buffer;
+
+  // Host-visible weights (lavapipe, unified memory) are written in place; else
+  // through a staging buffer, a few copies at a time.
+  Buffer staging;
+  VkDeviceSize staged = 0;
+  std::vector<VkBufferCopy> copies;
+  auto flush = [&]() -> absl::Status {
+    if (copies.empty()) return absl::OkStatus();
+    absl::Status s = RunOnce([&](VkCommandBuffer cb) {
+      api_.vkCmdCopyBuffer(cb, staging.buffer, weights_.buffer, static_cast<uint32_t>(copies.size()), copies.data());
+    });
+    copies.clear();
+    staged = 0;
+    return s;
+  };
+  if (!weights_.mapped) {
+    absl::StatusOr<Buffer> s = CreateBuffer(std::min<VkDeviceSize>(at, 64u << 20), true, "staging");
+    if (!s.ok()) return s.status();
+    staging = *s;
+  }
+  auto write = [&](VkDeviceSize offset, const uint8_t* data, VkDeviceSize bytes) -> absl::Status {
+    if (weights_.mapped) {
+      std::memcpy(static_cast<uint8_t*>(weights_.mapped) + offset, data, bytes);
+      return absl::OkStatus();
+    }
+    while (bytes > 0) {
+      if (staged == staging.size) {
+        if (absl::Status s = flush(); !s.ok()) return s;
+      }
+      const VkDeviceSize n = std::min(bytes, staging.size - staged);
+      std::memcpy(static_cast<uint8_t*>(staging.mapped) + staged, data, n);
+      copies.push_back(VkBufferCopy{staged, offset, n});
+      staged += n;
+      offset += n;
+      data += n;
+      bytes -= n;
+    }
+    return absl::OkStatus();
+  };
+  for (const PlanWeight& w : plan_.weights) {
+    absl::StatusOr<WeightBytes> src = source(w.name);
+    if (!src.ok()) return src.status();
+    const Placed& p = placed_weights_[w.name];
+    const int64_t rows = w.shape.size() == 2 ? w.shape[0] : 1, cols = w.shape.back();
+    const std::optional<uint64_t> src_row = src->storage.RowBytes(cols);
+    if (!src_row || *src_row * rows != src->data.size()) {
+      return absl::InvalidArgumentError(absl::StrFormat("weight '%s': %d bytes of %s do not hold the plan's [%d, %d]",
+                                                        w.name, src->data.size(), src->storage.Name(), rows, cols));
+    }
+    std::vector<uint8_t> owned;
+    std::span<const uint8_t> bytes = src->data;
+    if (w.shape.size() == 1) {
+      // Vectors (norm gains, biases) are read as f32, as the CPU backend does.
+      owned.resize(cols * 4);
+      std::span<float> out(reinterpret_cast<float*>(owned.data()), cols);
+      if (absl::Status s = cpu::DequantizeRow(src->storage, src->data, out); !s.ok()) return s;
+      bytes = owned;
+    } else {
+      absl::StatusOr<cpu::WeightStorage> want = cpu::ParseWeightStorage(w.storage);
+      if (!want.ok()) return want.status();
+      if (src->storage.Name() != want->Name()) {
+        absl::StatusOr<std::vector<uint8_t>> repacked = RepackWeight(src->storage, *want, rows, cols, src->data);
+        if (!repacked.ok()) {
+          return absl::Status(repacked.status().code(), absl::StrCat("weight '", w.name, "': ", repacked.status().message()));
+        }
+        owned = *std::move(repacked);
+        bytes = owned;
+      }
+    }
+    if (bytes.size() != p.size) return absl::InternalError(absl::StrCat("weight '", w.name, "': size changed in repack"));
+    if (absl::Status s = write(p.offset, bytes.data(), bytes.size()); !s.ok()) return s;
+  }
+  // cos/sin per (position, pair) in double, as runtime/cpu/rope.cc computes them.
+  for (const auto& [t, p] : rope_tables_) {
+    const int64_t pairs = t.dims / 2;
+    std::vector<float> table(static_cast<size_t>(plan_.pool.max_tokens * pairs * 2));
+    for (int64_t pos = 0; pos < plan_.pool.max_tokens; ++pos) {
+      const double scaled = static_cast<double>(pos) / t.linear_factor;
+      for (int64_t i = 0; i < pairs; ++i) {
+        const double angle = scaled * std::pow(t.theta, -2.0 * static_cast<double>(i) / static_cast<double>(t.dims));
+        table[(pos * pairs + i) * 2] = static_cast<float>(std::cos(angle));
+        table[(pos * pairs + i) * 2 + 1] = static_cast<float>(std::sin(angle));
+      }
+    }
+    if (absl::Status s = write(p.offset, reinterpret_cast<const uint8_t*>(table.data()), table.size() * 4); !s.ok()) {
+      return s;
+    }
+  }
+  absl::Status s = flush();
+  if (staging.buffer) DestroyBuffer(staging);
+  return s;
+}
+
+absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& modules) {
+  std::map<std::string, const SpirvModule*> by_key;
+  for (const SpirvModule& m : modules) by_key[m.Key()] = &m;
+  VkDescriptorSetLayoutBinding bindings[8];
+  for (uint32_t i = 0; i < 8; ++i) {
+    bindings[i] = VkDescriptorSetLayoutBinding{i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT,
+                                               nullptr};
+  }
+  VkDescriptorSetLayoutCreateInfo lci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  lci.bindingCount = 8;
+  lci.pBindings = bindings;
+  KILN_VK_CHECK(api_.vkCreateDescriptorSetLayout(device_, &lci, nullptr, &set_layout_), "vkCreateDescriptorSetLayout");
+  VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(PushConstants)};
+  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pli.setLayoutCount = 1;
+  pli.pSetLayouts = &set_layout_;
+  pli.pushConstantRangeCount = 1;
+  pli.pPushConstantRanges = &range;
+  KILN_VK_CHECK(api_.vkCreatePipelineLayout(device_, &pli, nullptr, &pipeline_layout_), "vkCreatePipelineLayout");
+  for (Dispatch& d : dispatches_) {
+    const std::string key = d.planned.kernel.Key();
+    auto have = pipelines_.find(key);
+    if (have != pipelines_.end()) {
+      d.pipeline = have->second;
+      continue;
+    }
+    auto m = by_key.find(key);
+    if (m == by_key.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "vulkan: the artifact's kernels lack '", key, "' (compiled by another kiln version? recompile with --target vulkan)"));
+    }
+    VkShaderModuleCreateInfo smci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    smci.codeSize = m->second->words.size() * 4;
+    smci.pCode = m->second->words.data();
+    VkShaderModule module;
+    KILN_VK_CHECK(api_.vkCreateShaderModule(device_, &smci, nullptr, &module), absl::StrCat("shader module '", key, "'"));
+    VkComputePipelineCreateInfo cpci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    cpci.stage = VkPipelineShaderStageCreateInfo{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+    cpci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    cpci.stage.module = module;
+    cpci.stage.pName = m->second->entry_point.c_str();
+    cpci.layout = pipeline_layout_;
+    VkPipeline pipeline;
+    const VkResult r = api_.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cpci, nullptr, &pipeline);
+    api_.vkDestroyShaderModule(device_, module, nullptr);
+    KILN_VK_CHECK(r, absl::StrCat("pipeline '", key, "'"));
+    pipelines_[key] = pipeline;
+    d.pipeline = pipeline;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VulkanExecutor::WriteDescriptorSets() {
+  const uint32_t sets = static_cast<uint32_t>(dispatches_.size());
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 8 * sets};
+  VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  dpci.maxSets = sets;
+  dpci.poolSizeCount = 1;
+  dpci.pPoolSizes = &size;
+  KILN_VK_CHECK(api_.vkCreateDescriptorPool(device_, &dpci, nullptr, &descriptor_pool_), "vkCreateDescriptorPool");
+  const int64_t layer_bytes = 2 * kv_half_floats_ * 4;
+  for (Dispatch& d : dispatches_) {
+    VkDescriptorSetAllocateInfo dsai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    dsai.descriptorPool = descriptor_pool_;
+    dsai.descriptorSetCount = 1;
+    dsai.pSetLayouts = &set_layout_;
+    KILN_VK_CHECK(api_.vkAllocateDescriptorSets(device_, &dsai, &d.set), "vkAllocateDescriptorSets");
+    VkDescriptorBufferInfo info[8];
+    for (auto& i : info) i = VkDescriptorBufferInfo{dummy_.buffer, 0, VK_WHOLE_SIZE};
+    for (size_t slot = 0; slot < 3; ++slot) {
+      if (d.planned.weights[slot].empty()) continue;
+      const Placed& p = placed_weights_.at(d.planned.weights[slot]);
+      info[slot] = VkDescriptorBufferInfo{weights_.buffer, p.offset, (p.size + 3) / 4 * 4};
+    }
+    if (!d.planned.vector_weight.empty()) {
+      const Placed& p = placed_weights_.at(d.planned.vector_weight);
+      info[4] = VkDescriptorBufferInfo{weights_.buffer, p.offset, p.size};
+    } else if (d.planned.uses_rope_table) {
+      for (const auto& [t, p] : rope_tables_) {
+        if (t == d.planned.rope) info[4] = VkDescriptorBufferInfo{weights_.buffer, p.offset, p.size};
+      }
+    }
+    info[5] = VkDescriptorBufferInfo{arena_.buffer, 0, VK_WHOLE_SIZE};
+    if (d.planned.layer >= 0) {
+      const VkDeviceSize start = d.planned.layer * layer_bytes;
+      const VkDeviceSize bind = start / storage_align_ * storage_align_;
+      info[6] = VkDescriptorBufferInfo{kv_.buffer, bind, std::min<VkDeviceSize>(kv_.size - bind, start - bind + layer_bytes)};
+    }
+    info[7] = VkDescriptorBufferInfo{io_.buffer, 0, VK_WHOLE_SIZE};
+    VkWriteDescriptorSet writes[8];
+    for (uint32_t i = 0; i < 8; ++i) {
+      writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[i].dstSet = d.set;
+      writes[i].dstBinding = i;
+      writes[i].descriptorCount = 1;
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &info[i];
+    }
+    api_.vkUpdateDescriptorSets(device_, 8, writes, 0, nullptr);
+  }
+  return absl::OkStatus();
+}
+
+int64_t VulkanExecutor::ArenaFloats(const std::string& role, const PlanLaunch* l, size_t bucket) const {
+  if (l == nullptr) return plan_.results.front().arena[bucket] / 4;  // copy_logits: the plan's result
+  const PlanBinding* b = l->Find(role);
+  return b->arena[bucket] / 4;
+}
+
+absl::Status VulkanExecutor::Record(size_t bucket) {
+  const int64_t B = plan_.buckets[bucket];
+  VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  cai.commandPool = command_pool_;
+  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  cai.commandBufferCount = 1;
+  VkCommandBuffer cb;
+  KILN_VK_CHECK(api_.vkAllocateCommandBuffers(device_, &cai, &cb), "vkAllocateCommandBuffers");
+  VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  api_.vkBeginCommandBuffer(cb, &begin);
+  auto barrier = [&](VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
+                     VkAccessFlags dst_access) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = src_access;
+    mb.dstAccessMask = dst_access;
+    api_.vkCmdPipelineBarrier(cb, src, dst, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  };
+  if (options_.poison_arena) {
+    api_.vkCmdFillBuffer(cb, arena_.buffer, 0, VK_WHOLE_SIZE, 0x7FC00000u);  // quiet NaN
+  }
+  // The previous step's work and any transfer are done before this one reads.
+  barrier(VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+          VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+  std::vector<Access> pending_reads, pending_writes;
+  VkPipeline bound = VK_NULL_HANDLE;
+  const int64_t layer_floats = 2 * kv_half_floats_;
+  for (const Dispatch& d : dispatches_) {
+    const PlannedDispatch& p = d.planned;
+    const PlanLaunch* l = d.launch < plan_.launches.size() ? &plan_.launches[d.launch] : nullptr;
+    PushConstants pc;
+    uint32_t* in[2] = {&pc.in0, &pc.in1};
+    uint32_t* out[3] = {&pc.out0, &pc.out1, &pc.out2};
+    std::vector<Access> reads, writes;
+    for (size_t i = 0; i < 2; ++i) {
+      if (p.inputs[i].width == 0) continue;
+      const int64_t at = ArenaFloats(p.inputs[i].role, l, bucket);
+      *in[i] = static_cast<uint32_t>(at);
+      reads.push_back({0, at * 4, (at + B * p.inputs[i].width) * 4});
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      if (p.outputs[i].width == 0) continue;
+      const int64_t at = ArenaFloats(p.outputs[i].role, l, bucket);
+      *out[i] = static_cast<uint32_t>(at);
+      writes.push_back({0, at * 4, (at + B * p.outputs[i].width) * 4});
+    }
+    if (p.layer >= 0) {
+      const int64_t start = p.layer * layer_floats * 4;
+      const int64_t bind = start / static_cast<int64_t>(storage_align_) * static_cast<int64_t>(storage_align_);
+      pc.kv_base = static_cast<uint32_t>((start - bind) / 4);
+      pc.kv_half = static_cast<uint32_t>(kv_half_floats_);
+      const Access kv{1, start, start + layer_floats * 4};
+      (p.kernel.template_name == "kv_append" ? writes : reads).push_back(kv);
+    }
+    if (l == nullptr) writes.push_back({2, 0, static_cast<int64_t>(io_.size)});
+    pc.rows_are_logit_rows = l != nullptr && logit_rows_[d.launch][bucket] ? 1 : 0;
+
+    bool hazard = false;
+    for (const Access& a : reads) {
+      for (const Access& w : pending_writes) hazard = hazard || a.Overlaps(w);
+    }
+    for (const Access& a : writes) {
+      for (const Access& w : pending_writes) hazard = hazard || a.Overlaps(w);
+      for (const Access& r : pending_reads) hazard = hazard || a.Overlaps(r);
+    }
+    if (hazard) {
+      barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT,
+              VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+      pending_reads.clear();
+      pending_writes.clear();
+    }
+    pending_reads.insert(pending_reads.end(), reads.begin(), reads.end());
+    pending_writes.insert(pending_writes.end(), writes.begin(), writes.end());
+
+    const int64_t wg = p.kernel.workgroup_size;
+    int64_t x = 1, y = 1;
+    switch (p.shape.kind) {
+      case LaunchShape::Kind::kStride:
+        x = std::clamp<int64_t>((B * p.shape.items_per_token + wg - 1) / wg, 1, LaunchShape::kMaxStrideGroups);
+        break;
+      case LaunchShape::Kind::kPerRow:
+        x = B;
+        break;
+      case LaunchShape::Kind::kMatmul:
+        x = std::clamp<int64_t>(p.shape.columns, 1, props_.limits.maxComputeWorkGroupCount[0]);
+        y = (B + p.shape.tokens_per_group - 1) / p.shape.tokens_per_group;
+        break;
+      case LaunchShape::Kind::kPerHeadToken:
+        x = p.shape.heads;
+        y = B;
+        break;
+    }
+    if (d.pipeline != bound) {
+      api_.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipeline);
+      bound = d.pipeline;
+    }
+    api_.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &d.set, 0, nullptr);
+    api_.vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
+    api_.vkCmdDispatch(cb, static_cast<uint32_t>(x), static_cast<uint32_t>(y), 1);
+  }
+  barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+          VK_ACCESS_HOST_READ_BIT);
+  KILN_VK_CHECK(api_.vkEndCommandBuffer(cb), "recording a step");
+  commands_.push_back(cb);
+  return absl::OkStatus();
+}
+
+absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const uint8_t> bundle) {
+  absl::StatusOr<std::vector<SpirvModule>> modules = ParseBundle(bundle);
+  if (!modules.ok()) return modules.status();
+  absl::StatusOr<std::vector<std::vector<PlannedDispatch>>> planned = PlanDispatches(plan_);
+  if (!planned.ok()) return planned.status();
+  for (size_t i = 0; i < planned->size(); ++i) {
+    for (PlannedDispatch& p : (*planned)[i]) dispatches_.push_back(Dispatch{std::move(p), i});
+  }
+  dispatches_.push_back(Dispatch{CopyLogitsDispatch(plan_), plan_.launches.size()});
+  logit_rows_ = RowsAreLogitRows(plan_);
+  const JsonValue* vocab = plan_.model.Find("n_vocab");
+  if (vocab == nullptr || !vocab->int_value() || *vocab->int_value() <= 0) {
+    return absl::InvalidArgumentError("plan: model.n_vocab is missing");
+  }
+  n_vocab_ = *vocab->int_value();
+  max_token_ = INT64_MAX;
+  for (const Dispatch& d : dispatches_) {
+    if (d.planned.kernel.template_name != "embedding") continue;
+    const PlanWeight* table = plan_.FindWeight(d.planned.weights[0]);
+    max_token_ = std::min(max_token_, table->shape[0]);
+  }
+
+  if (absl::Status s = CreateDevice(); !s.ok()) return s;
+  const int64_t needed = (plan_.pool.max_tokens + plan_.pool.page_size - 1) / plan_.pool.page_size;
+  num_pages_ = options_.num_pages > 0 ? options_.num_pages : needed;
+  kv_half_floats_ = num_pages_ * plan_.pool.page_size * plan_.pool.kv_heads * plan_.pool.head_dim;
+  const uint64_t range = props_.limits.maxStorageBufferRange;
+  if (static_cast<uint64_t>(2 * kv_half_floats_ * 4) + storage_align_ > range ||
+      static_cast<uint64_t>(plan_.arena_bytes.back()) > range) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "vulkan: a layer's KV pages (%d bytes) or the arena (%d bytes) exceed the device's %d-byte storage buffer "
+        "range; use fewer pages or smaller buckets",
+        2 * kv_half_floats_ * 4, plan_.arena_bytes.back(), range));
+  }
+  if (absl::Status s = UploadWeights(weights); !s.ok()) return s;
+
+  absl::StatusOr<Buffer> arena = CreateBuffer(plan_.arena_bytes.back(), false, "arena");
+  if (!arena.ok()) return arena.status();
+  arena_ = *arena;
+  absl::StatusOr<Buffer> kv = CreateBuffer(2 * plan_.pool.layers * kv_half_floats_ * 4, false, "KV pages");
+  if (!kv.ok()) return kv.status();
+  kv_ = *kv;
+  absl::StatusOr<Buffer> dummy = CreateBuffer(16, false, "placeholder");
+  if (!dummy.ok()) return dummy.status();
+  dummy_ = *dummy;
+
+  // io: header, step inputs for the largest bucket, then the logit rows.
+  const int64_t max_b = plan_.buckets.back();
+  block_table_capacity_ = max_b * std::max(num_pages_, needed);
+  int64_t at = kIoHeaderInts;
+  const std::pair<IoField, int64_t> fields[] = {{kIoTokens, max_b},     {kIoPositions, max_b},
+                                                {kIoQueryStarts, max_b + 1}, {kIoContextLens, max_b},
+                                                {kIoLogitRows, max_b},  {kIoBlockTables, block_table_capacity_},
+                                                {kIoLogitsOut, max_b * n_vocab_}};
+  for (const auto& [field, n] : fields) {
+    io_offsets_[field] = at;
+    at += n;
+  }
+  if (static_cast<uint64_t>(at) * 4 > range) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "vulkan: the io buffer for %d-token steps (%d bytes) exceeds the device's %d-byte storage buffer range", max_b,
+        at * 4, range));
+  }
+  absl::StatusOr<Buffer> io = CreateBuffer(at * 4, true, "io");
+  if (!io.ok()) return io.status();
+  io_ = *io;
+  int32_t* header = static_cast<int32_t*>(io_.mapped);
+  for (int f = kIoTokens; f <= kIoLogitsOut; ++f) header[f] = static_cast<int32_t>(io_offsets_[f]);
+  if (absl::Status s = RunOnce([&](VkCommandBuffer cb) {
+        api_.vkCmdFillBuffer(cb, kv_.buffer, 0, VK_WHOLE_SIZE, 0);
+        api_.vkCmdFillBuffer(cb, arena_.buffer, 0, VK_WHOLE_SIZE, 0);
+      });
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CreatePipelines(*modules); !s.ok()) return s;
+  if (absl::Status s = WriteDescriptorSets(); !s.ok()) return s;
+  for (size_t b = 0; b < plan_.buckets.size(); ++b) {
+    if (absl::Status s = Record(b); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::span<const float>> VulkanExecutor::Step(const StepBatch& batch) {
+  absl::StatusOr<size_t> bucket = ValidateStepBatch(plan_, num_pages_, batch);
+  if (!bucket.ok()) return bucket.status();
+  for (size_t i = 0; i < batch.tokens.size(); ++i) {
+    if (batch.tokens[i] < 0 || batch.tokens[i] >= max_token_) {
+      return absl::InvalidArgumentError(absl::StrFormat("step: token %d (entry %d) is outside the vocabulary of %d",
+                                                        batch.tokens[i], i, max_token_));
+    }
+  }
+  if (static_cast<int64_t>(batch.block_tables.size()) > block_table_capacity_) {
+    return absl::OutOfRangeError(absl::StrFormat("step: %d block-table entries exceed the %d the backend holds",
+                                                 batch.block_tables.size(), block_table_capacity_));
+  }
+  int32_t* io = static_cast<int32_t*>(io_.mapped);
+  io[kIoT] = static_cast<int32_t>(batch.tokens.size());
+  io[kIoS] = static_cast<int32_t>(batch.context_lens.size());
+  io[kIoR] = static_cast<int32_t>(batch.logit_rows.size());
+  io[kIoPagesPerSeq] = batch.pages_per_seq;
+  auto put = [&](IoField f, const std::vector<int32_t>& v) {
+    std::memcpy(io + io_offsets_[f], v.data(), v.size() * sizeof(int32_t));
+  };
+  put(kIoTokens, batch.tokens);
+  put(kIoPositions, batch.positions);
+  put(kIoQueryStarts, batch.query_starts);
+  put(kIoContextLens, batch.context_lens);
+  put(kIoLogitRows, batch.logit_rows);
+  put(kIoBlockTables, batch.block_tables);
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &commands_[*bucket];
+  KILN_VK_CHECK(api_.vkResetFences(device_, 1, &fence_), "vkResetFences");
+  KILN_VK_CHECK(api_.vkQueueSubmit(queue_, 1, &si, fence_), "vkQueueSubmit");
+  KILN_VK_CHECK(api_.vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  const size_t n = batch.logit_rows.size() * n_vocab_;
+  logits_.resize(n);
+  std::memcpy(logits_.data(), io + io_offsets_[kIoLogitsOut], n * sizeof(float));
+  return std::span<const float>(logits_);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Executor>> CreateVulkanExecutor(const Plan& plan, const WeightSource& weights,
+                                                               std::span<const uint8_t> bundle,
+                                                               const VulkanExecutorOptions& options) {
+  auto ex = std::make_unique<VulkanExecutor>(plan, options);
+  if (absl::Status s = ex->Init(weights, bundle); !s.ok()) return s;
+  return std::unique_ptr<Executor>(std::move(ex));
+}
+
+absl::StatusOr<std::unique_ptr<Executor>> CreateVulkanExecutor(const Program& program, const BackendOptions& options) {
+  const KernelBundle* kernels = program.FindKernels("vulkan");
+  if (kernels == nullptr) return absl::UnavailableError("the artifact has no vulkan kernels");
+  VulkanExecutorOptions vk;
+  vk.device = options.device;
+  vk.num_pages = options.num_pages;
+  return CreateVulkanExecutor(program.plan, program.weights, kernels->bytes, vk);
+}
+
+}  // namespace kiln::vulkan

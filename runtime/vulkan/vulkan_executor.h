@@ -1,0 +1,40 @@
+// The Vulkan backend: runs a plan with the SPIR-V kernels that codegen put in
+// the artifact. At load it creates one pipeline per kernel instance, places
+// weights, KV pages, the activation arena and a host-visible io buffer in a
+// few large allocations, and records one command buffer per batch bucket
+// with its descriptor sets and push constants. A step only writes the step's
+// inputs into the io buffer, submits the bucket's command buffer, waits on a
+// fence and copies out the R logit rows.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "absl/status/statusor.h"
+#include "runtime/backend/backend.h"
+#include "runtime/executor/executor.h"
+#include "runtime/executor/plan.h"
+#include "runtime/executor/program.h"
+
+namespace kiln::vulkan {
+
+struct VulkanExecutorOptions {
+  int device = 0;          // index among the devices the loader lists
+  int64_t num_pages = 0;   // KV pages; 0 = what the plan's context needs
+  // Tests: fill the arena with NaN before every step, so a kernel that skips
+  // an output element shows up as NaN instead of last step's value.
+  bool poison_arena = false;
+};
+
+// Unavailable (with the reason) when there is no loader, no such device or
+// no compute queue with subgroup arithmetic; other errors for a bad bundle
+// (kernels missing for a launch) or when memory runs out.
+absl::StatusOr<std::unique_ptr<Executor>> CreateVulkanExecutor(const Plan& plan, const WeightSource& weights,
+                                                               std::span<const uint8_t> bundle,
+                                                               const VulkanExecutorOptions& options);
+
+// The backend table's entry: the program's "vulkan" kernels on BackendOptions::device.
+absl::StatusOr<std::unique_ptr<Executor>> CreateVulkanExecutor(const Program& program, const BackendOptions& options);
+
+}  // namespace kiln::vulkan

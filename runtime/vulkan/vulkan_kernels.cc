@@ -1,0 +1,376 @@
+#include "runtime/vulkan/vulkan_kernels.h"
+
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace kiln::vulkan {
+namespace {
+
+absl::Status Unsupported(const PlanLaunch& l, const std::string& why) {
+  return absl::UnimplementedError(absl::StrCat("vulkan: launch '", l.kernel, "': ", why));
+}
+
+// Float constants as GLSL float literals that round-trip to the same f32.
+std::string FloatLiteral(double v) { return absl::StrFormat("%.9e", v); }
+
+class InstanceBuilder {
+ public:
+  InstanceBuilder(std::string name, int64_t wg) {
+    k_.template_name = std::move(name);
+    k_.workgroup_size = wg;
+    Int("WG", wg);
+  }
+  InstanceBuilder& Int(const std::string& n, int64_t v) { return Set(n, absl::StrCat(v)); }
+  InstanceBuilder& Float(const std::string& n, double v) { return Set(n, FloatLiteral(v)); }
+  InstanceBuilder& Set(const std::string& n, std::string v) {
+    k_.constants.emplace_back(n, std::move(v));
+    return *this;
+  }
+  KernelInstance Build() const { return k_; }
+
+ private:
+  KernelInstance k_;
+};
+
+struct Ctx {
+  const Plan& plan;
+  const PlanLaunch& l;
+
+  const PlanBinding* Arena(const std::string& role) const {
+    const PlanBinding* b = l.Find(role);
+    return b != nullptr && b->kind == PlanBinding::Kind::kArena ? b : nullptr;
+  }
+  const PlanWeight* Weight(const std::string& role) const {
+    const PlanBinding* b = l.Find(role);
+    if (b == nullptr || b->kind != PlanBinding::Kind::kWeight) return nullptr;
+    return plan.FindWeight(b->name);
+  }
+};
+
+int64_t Rows(const PlanWeight& w) { return w.shape.size() == 2 ? w.shape[0] : 1; }
+int64_t Cols(const PlanWeight& w) { return w.shape.back(); }
+
+absl::StatusOr<RopeTable> RopeOf(const PlanLaunch& l) {
+  absl::StatusOr<double> theta = l.Float("rope_theta");
+  absl::StatusOr<int64_t> dims = l.Int("rope_dims");
+  if (!theta.ok()) return theta.status();
+  if (!dims.ok()) return dims.status();
+  RopeTable t{*theta, *dims, 1.0};
+  if (l.constants.Find("rope_scaling")) {
+    absl::StatusOr<std::string> scaling = l.String("rope_scaling");
+    if (!scaling.ok()) return scaling.status();
+    if (*scaling == "linear") {
+      absl::StatusOr<double> factor = l.Float("rope_factor");
+      if (!factor.ok()) return factor.status();
+      t.linear_factor = *factor;
+    } else if (*scaling != "none") {
+      return Unsupported(l, "rope scaling '" + *scaling + "' has no Vulkan kernel");
+    }
+  }
+  if (t.dims <= 0 || t.dims % 2 != 0 || !(t.theta > 0) || !(t.linear_factor > 0)) {
+    return Unsupported(l, "rope needs even positive dims and positive theta and factor");
+  }
+  return t;
+}
+
+absl::Status AddRopeConstants(const PlanLaunch& l, int64_t head_dim, InstanceBuilder& b, PlannedDispatch& d) {
+  absl::StatusOr<RopeTable> rope = RopeOf(l);
+  if (!rope.ok()) return rope.status();
+  absl::StatusOr<std::string> style = l.String("rope_style");
+  if (!style.ok()) return style.status();
+  if (*style != "interleaved" && *style != "half") return Unsupported(l, "unknown rope style " + *style);
+  if (rope->dims > head_dim) return Unsupported(l, "rope dims exceed head_dim");
+  b.Int("ROPE_DIMS", rope->dims).Int("ROPE_STYLE", *style == "half" ? 1 : 0);
+  d.uses_rope_table = true;
+  d.rope = *rope;
+  return absl::OkStatus();
+}
+
+void AddWeightSlot(InstanceBuilder& b, int slot, const PlanWeight& w) {
+  b.Set(absl::StrCat("W", slot), w.storage).Int(absl::StrCat("W", slot, "_COLS"), Cols(w));
+}
+
+absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
+  const PlanLaunch& l = c.l;
+  const bool fused = l.op == "fused_matmul";
+  std::string epilogue = "none";
+  if (fused) {
+    absl::StatusOr<std::string> e = l.String("epilogue");
+    if (!e.ok()) return e.status();
+    epilogue = *e;
+  }
+  std::vector<const PlanWeight*> ws;
+  if (fused) {
+    for (int i = 0;; ++i) {
+      const PlanWeight* w = c.Weight(absl::StrCat("weight", i));
+      if (w == nullptr) break;
+      ws.push_back(w);
+    }
+  } else if (const PlanWeight* w = c.Weight("weight")) {
+    ws.push_back(w);
+  }
+  if (ws.empty()) return Unsupported(l, "has no weights");
+  const int64_t k = Cols(*ws[0]);
+  for (const PlanWeight* w : ws) {
+    if (w->shape.size() != 2 || Cols(*w) != k) return Unsupported(l, "weights must be matrices of the same width");
+  }
+  const int epi = epilogue == "none" ? 0 : epilogue == "silu_mul" ? 1 : epilogue == "residual_add" ? 2 : -1;
+  if (epi < 0) return Unsupported(l, "unknown epilogue " + epilogue);
+  if (epi == 0 && ws.size() > 3) return Unsupported(l, "the Vulkan matmul takes at most three weights");
+  if (epi == 1 && (ws.size() != 2 || Rows(*ws[0]) != Rows(*ws[1]))) {
+    return Unsupported(l, "silu_mul needs two weights of the same shape");
+  }
+  if (epi == 2 && ws.size() != 1) return Unsupported(l, "residual_add takes one weight");
+  const PlanWeight* norm = fused ? c.Weight("norm") : nullptr;
+  if (!c.Arena("input")) return Unsupported(l, "needs an arena input");
+
+  constexpr int64_t kTokensPerGroup = 4;
+  InstanceBuilder b("matmul", 64);
+  b.Int("K", k).Int("NUM_W", static_cast<int64_t>(ws.size()));
+  int64_t columns = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const int64_t n = i < ws.size() ? Rows(*ws[i]) : 0;
+    b.Int(absl::StrCat("N", i), n);
+    if (epi == 0 || i == 0) columns += n;
+  }
+  b.Int("EPILOGUE", epi).Int("HAS_NORM", norm ? 1 : 0);
+  PlannedDispatch d;
+  if (norm) {
+    absl::StatusOr<double> eps = l.Float("eps");
+    if (!eps.ok()) return eps.status();
+    if (Cols(*norm) != k) return Unsupported(l, "norm gain width differs from the weights'");
+    b.Float("EPS", *eps);
+    d.vector_weight = norm->name;
+  }
+  b.Int("TT", kTokensPerGroup);
+  for (size_t i = 0; i < ws.size(); ++i) {
+    AddWeightSlot(b, static_cast<int>(i), *ws[i]);
+    d.weights[i] = ws[i]->name;
+  }
+  d.kernel = b.Build();
+  d.inputs[0] = {"input", k};
+  if (epi == 2) {
+    if (!c.Arena("residual")) return Unsupported(l, "residual_add needs a residual");
+    d.inputs[1] = {"residual", Rows(*ws[0])};
+  }
+  const size_t results = epi == 0 ? ws.size() : 1;
+  for (size_t i = 0; i < results; ++i) {
+    const std::string role = fused ? absl::StrCat("result", i) : "result";
+    if (!c.Arena(role)) return Unsupported(l, "missing " + role);
+    d.outputs[i] = {role, Rows(*ws[i])};
+  }
+  d.shape.kind = LaunchShape::Kind::kMatmul;
+  d.shape.columns = columns;
+  d.shape.tokens_per_group = kTokensPerGroup;
+  return std::vector<PlannedDispatch>{d};
+}
+
+absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
+  const PlanLaunch& l = c.l;
+  const Plan& p = c.plan;
+  absl::StatusOr<int64_t> heads = l.Int("num_heads");
+  absl::StatusOr<int64_t> head_dim = l.Int("head_dim");
+  if (!heads.ok()) return heads.status();
+  if (!head_dim.ok()) return head_dim.status();
+  if (l.op == "rope") {
+    if (!c.Arena("input") || !c.Arena("result")) return Unsupported(l, "needs input and result");
+    InstanceBuilder b("rope", 64);
+    b.Int("NUM_HEADS", *heads).Int("HEAD_DIM", *head_dim);
+    PlannedDispatch d;
+    if (absl::Status s = AddRopeConstants(l, *head_dim, b, d); !s.ok()) return s;
+    d.kernel = b.Build();
+    d.inputs[0] = {"input", *heads * *head_dim};
+    d.outputs[0] = {"result", *heads * *head_dim};
+    d.shape.items_per_token = *heads * (*head_dim - d.rope.dims / 2);
+    return std::vector<PlannedDispatch>{d};
+  }
+  absl::StatusOr<int64_t> kv_heads = l.Int("num_kv_heads");
+  absl::StatusOr<int64_t> layer = l.Int("layer");
+  absl::StatusOr<double> scale = l.Float("scale");
+  if (!kv_heads.ok()) return kv_heads.status();
+  if (!layer.ok()) return layer.status();
+  if (!scale.ok()) return scale.status();
+  if (l.constants.Find("kv_type")) {
+    absl::StatusOr<std::string> kv_type = l.String("kv_type");
+    if (!kv_type.ok() || *kv_type != "f32") return Unsupported(l, "the Vulkan KV pages are f32");
+  }
+  if (*kv_heads != p.pool.kv_heads || *head_dim != p.pool.head_dim || *layer < 0 || *layer >= p.pool.layers ||
+      *kv_heads <= 0 || *heads % *kv_heads != 0) {
+    return Unsupported(l, "heads, head_dim or layer disagree with the page pool");
+  }
+  if (!c.Arena("q") || !c.Arena("k") || !c.Arena("v") || !c.Arena("result")) {
+    return Unsupported(l, "needs q, k, v and result");
+  }
+  const bool rope = l.constants.Find("rope_theta") != nullptr;
+  const int64_t kv_w = *kv_heads * *head_dim, q_w = *heads * *head_dim;
+
+  InstanceBuilder append("kv_append", 64);
+  append.Int("NUM_KV_HEADS", *kv_heads).Int("HEAD_DIM", *head_dim).Int("PAGE_SIZE", p.pool.page_size);
+  append.Int("HAS_ROPE", rope ? 1 : 0);
+  PlannedDispatch a;
+  if (rope) {
+    if (absl::Status s = AddRopeConstants(l, *head_dim, append, a); !s.ok()) return s;
+  }
+  a.kernel = append.Build();
+  a.layer = *layer;
+  a.inputs = {ArenaOperand{"k", kv_w}, ArenaOperand{"v", kv_w}};
+  a.shape.items_per_token = kv_w;
+
+  // Shared memory holds one partial per subgroup: keep it under 32 KiB.
+  const int64_t wg = *head_dim > 128 ? 16 : 32;
+  InstanceBuilder attend("paged_attention", wg);
+  attend.Int("NUM_HEADS", *heads).Int("NUM_KV_HEADS", *kv_heads).Int("HEAD_DIM", *head_dim);
+  attend.Int("PAGE_SIZE", p.pool.page_size).Float("SCALE", *scale).Int("HAS_ROPE", rope ? 1 : 0);
+  PlannedDispatch d;
+  if (rope) {
+    if (absl::Status s = AddRopeConstants(l, *head_dim, attend, d); !s.ok()) return s;
+  }
+  d.kernel = attend.Build();
+  d.layer = *layer;
+  d.inputs[0] = {"q", q_w};
+  d.outputs[0] = {"result", q_w};
+  d.shape.kind = LaunchShape::Kind::kPerHeadToken;
+  d.shape.heads = *heads;
+  return std::vector<PlannedDispatch>{a, d};
+}
+
+absl::StatusOr<std::vector<PlannedDispatch>> OneLaunch(const Ctx& c) {
+  const PlanLaunch& l = c.l;
+  const std::string& op = l.op;
+  if (op == "matmul" || op == "fused_matmul") return Matmul(c);
+  if (op == "rope" || op == "paged_attention") return Attention(c);
+  PlannedDispatch d;
+  if (op == "embedding") {
+    const PlanWeight* table = c.Weight("table");
+    if (!table || table->shape.size() != 2 || !c.Arena("result")) return Unsupported(l, "needs table and result");
+    InstanceBuilder b("embedding", 64);
+    b.Int("WIDTH", Cols(*table));
+    AddWeightSlot(b, 0, *table);
+    d.kernel = b.Build();
+    d.weights[0] = table->name;
+    d.outputs[0] = {"result", Cols(*table)};
+    d.shape.items_per_token = Cols(*table);
+    return std::vector<PlannedDispatch>{d};
+  }
+  if (op == "rms_norm") {
+    const PlanWeight* gamma = c.Weight("gamma");
+    absl::StatusOr<double> eps = l.Float("eps");
+    if (!gamma || !c.Arena("input") || !c.Arena("result") || !eps.ok()) {
+      return Unsupported(l, "needs input, gamma, result and eps");
+    }
+    d.kernel = InstanceBuilder("rms_norm", 64).Int("WIDTH", Cols(*gamma)).Float("EPS", *eps).Build();
+    d.vector_weight = gamma->name;
+    d.inputs[0] = {"input", Cols(*gamma)};
+    d.outputs[0] = {"result", Cols(*gamma)};
+    d.shape.kind = LaunchShape::Kind::kPerRow;
+    return std::vector<PlannedDispatch>{d};
+  }
+  if (op == "bias_add" || op == "silu" || op == "mul" || op == "add") {
+    int64_t width = 0;
+    int op_code = 0;
+    if (op == "bias_add") {
+      const PlanWeight* bias = c.Weight("bias");
+      if (!bias || !c.Arena("input")) return Unsupported(l, "needs input and bias");
+      width = Cols(*bias);
+      op_code = 3;
+      d.vector_weight = bias->name;
+      d.inputs[0] = {"input", width};
+    } else {
+      absl::StatusOr<int64_t> w = l.Int("width");
+      if (!w.ok()) return w.status();
+      width = *w;
+      op_code = op == "silu" ? 0 : op == "mul" ? 1 : 2;
+      if (op == "silu") {
+        if (!c.Arena("input")) return Unsupported(l, "needs input");
+        d.inputs[0] = {"input", width};
+      } else {
+        if (!c.Arena("lhs") || !c.Arena("rhs")) return Unsupported(l, "needs lhs and rhs");
+        d.inputs = {ArenaOperand{"lhs", width}, ArenaOperand{"rhs", width}};
+      }
+    }
+    if (!c.Arena("result")) return Unsupported(l, "needs result");
+    d.kernel = InstanceBuilder("elementwise", 64).Int("OP", op_code).Int("WIDTH", width).Build();
+    d.outputs[0] = {"result", width};
+    d.shape.items_per_token = width;
+    return std::vector<PlannedDispatch>{d};
+  }
+  if (op == "gather_rows" || op == "argmax") {
+    absl::StatusOr<int64_t> width = l.Int("width");
+    if (!width.ok()) return width.status();
+    if (!c.Arena("input") || !c.Arena("result")) return Unsupported(l, "needs input and result");
+    d.kernel = InstanceBuilder(op, 64).Int("WIDTH", *width).Build();
+    d.inputs[0] = {"input", *width};
+    d.outputs[0] = {"result", op == "argmax" ? 1 : *width};
+    if (op == "argmax") {
+      d.shape.kind = LaunchShape::Kind::kPerRow;
+    } else {
+      d.shape.items_per_token = *width;
+    }
+    return std::vector<PlannedDispatch>{d};
+  }
+  return Unsupported(l, "kiln has no Vulkan kernel for op '" + op + "'");
+}
+
+}  // namespace
+
+std::string KernelInstance::ConstantsText() const {
+  std::vector<std::string> parts;
+  for (const auto& [name, value] : constants) parts.push_back(absl::StrCat(name, "=", value));
+  return absl::StrJoin(parts, " ");
+}
+
+std::string KernelInstance::Key() const { return absl::StrCat(template_name, " ", ConstantsText()); }
+
+absl::StatusOr<std::vector<std::vector<PlannedDispatch>>> PlanDispatches(const Plan& plan) {
+  std::vector<std::vector<PlannedDispatch>> out;
+  for (const PlanLaunch& l : plan.launches) {
+    absl::StatusOr<std::vector<PlannedDispatch>> d = OneLaunch(Ctx{plan, l});
+    if (!d.ok()) return d.status();
+    out.push_back(*std::move(d));
+  }
+  return out;
+}
+
+PlannedDispatch CopyLogitsDispatch(const Plan& plan) {
+  const JsonValue* vocab = plan.model.Find("n_vocab");
+  const int64_t width = vocab != nullptr && vocab->int_value() ? *vocab->int_value() : 0;
+  PlannedDispatch d;
+  d.kernel = InstanceBuilder("copy_logits", 64).Int("WIDTH", width).Build();
+  d.inputs[0] = {"", width};  // the plan's result, not a launch binding
+  d.shape.items_per_token = width;
+  return d;
+}
+
+std::vector<std::vector<bool>> RowsAreLogitRows(const Plan& plan) {
+  std::vector<std::vector<bool>> out(plan.launches.size(), std::vector<bool>(plan.buckets.size(), false));
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    std::map<int64_t, bool> logit_rows_at;  // arena offset -> written with R rows
+    for (size_t i = 0; i < plan.launches.size(); ++i) {
+      const PlanLaunch& l = plan.launches[i];
+      bool r = false;
+      if (l.op == "gather_rows") {
+        r = true;
+      } else if (l.op != "embedding" && l.op != "rope" && l.op != "paged_attention") {
+        const PlanBinding* in = l.Find("input");
+        if (in == nullptr) in = l.Find("lhs");
+        if (in != nullptr && in->kind == PlanBinding::Kind::kArena) {
+          auto it = logit_rows_at.find(in->arena[b]);
+          r = it != logit_rows_at.end() && it->second;
+          out[i][b] = r;
+        }
+      }
+      for (const PlanBinding& binding : l.bindings) {
+        if (binding.kind == PlanBinding::Kind::kArena && absl::StartsWith(binding.role, "result")) {
+          logit_rows_at[binding.arena[b]] = r;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,88 @@
+// Which kernel instances run each launch of a plan, and how: the one mapping
+// that both codegen (which compiles the instances) and the Vulkan executor
+// (which binds and dispatches them) read, so the two cannot disagree.
+//
+// A launch becomes one or more dispatches (paged_attention is kv_append then
+// paged_attention); each names a template of kernels-templates/vulkan and
+// its constants. The instance key (template + constants) names the SPIR-V
+// module in the artifact.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/executor/plan.h"
+
+namespace kiln::vulkan {
+
+// A template with its compile-time constants, in a fixed order.
+struct KernelInstance {
+  std::string template_name;                                // "matmul"
+  std::vector<std::pair<std::string, std::string>> constants;  // {"K", "64"}, {"W0", "q4_K"}, ...
+  int64_t workgroup_size = 64;
+
+  // "matmul K=64 NUM_W=3 ..." : the module's name in the bundle.
+  std::string Key() const;
+  std::string ConstantsText() const;  // "K=64 NUM_W=3 ..."
+};
+
+// The rope cos/sin table a dispatch reads (binding 4), computed by the runtime.
+struct RopeTable {
+  double theta = 10000.0;
+  int64_t dims = 0;
+  double linear_factor = 1.0;
+  bool operator==(const RopeTable&) const = default;
+};
+
+// How many workgroups a dispatch needs for a bucket of B tokens.
+struct LaunchShape {
+  enum class Kind {
+    kStride,  // x = min(ceil(B * items_per_token / WG), kMaxStrideGroups)
+    kPerRow,  // x = B
+    kMatmul,  // x = min(columns, kMaxStrideGroups), y = ceil(B / tokens_per_group)
+    kPerHeadToken,  // x = heads, y = B
+  };
+  Kind kind = Kind::kStride;
+  int64_t items_per_token = 0;
+  int64_t columns = 0;
+  int64_t tokens_per_group = 1;
+  int64_t heads = 0;
+  static constexpr int64_t kMaxStrideGroups = 1024;
+};
+
+// An arena operand: the launch's binding role and its width in floats per row.
+struct ArenaOperand {
+  std::string role;
+  int64_t width = 0;
+};
+
+struct PlannedDispatch {
+  KernelInstance kernel;
+  std::array<std::string, 3> weights;  // weight names of slots 0..2 ("" = unused)
+  std::string vector_weight;           // binding 4 from a 1-D weight (gain, bias), or
+  bool uses_rope_table = false;        // binding 4 is the table of `rope`
+  RopeTable rope;
+  int64_t layer = -1;                  // >= 0: binding 6 holds this layer's pages
+  // Push constants in0, in1, out0, out1, out2 (role "" = unused).
+  std::array<ArenaOperand, 2> inputs;
+  std::array<ArenaOperand, 3> outputs;
+  LaunchShape shape;
+};
+
+// The dispatches of every launch, in plan order, or an error naming the
+// launch when kiln has no Vulkan kernel for it.
+absl::StatusOr<std::vector<std::vector<PlannedDispatch>>> PlanDispatches(const Plan& plan);
+
+// The step's last dispatch: the R result rows into the io buffer.
+PlannedDispatch CopyLogitsDispatch(const Plan& plan);
+
+// [launch][bucket]: true where the launch's rows are the step's R logit rows
+// (its input was written by gather_rows or by a launch downstream of one),
+// false where they are its T tokens; the CPU executor counts rows the same way.
+std::vector<std::vector<bool>> RowsAreLogitRows(const Plan& plan);
+
+}  // namespace kiln::vulkan
