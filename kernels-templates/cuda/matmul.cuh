@@ -12,6 +12,13 @@
 
 namespace kiln {
 
+// a[i] without indexing the parameter arrays dynamically (which would copy
+// the parameters to local memory).
+template <class T>
+__device__ __forceinline__ T Pick(const T (&a)[kMaxFusedWeights], int i) {
+  return i == 0 ? a[0] : i == 1 ? a[1] : a[2];
+}
+
 template <class S, int kEpilogue, bool kNorm, int kTile>
 __global__ void __launch_bounds__(256) matmul_kernel(MatmulParams p) {
   constexpr int kWarps = 8;
@@ -33,11 +40,21 @@ __global__ void __launch_bounds__(256) matmul_kernel(MatmulParams p) {
   }
   int n = blockIdx.x * kWarps + warp;
   if (n >= p.total_n) return;
+  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   int wi = 0;
   if constexpr (kEpilogue == kEpilogueNone) {
-    while (wi + 1 < p.num_weights && n >= p.n[wi]) n -= p.n[wi++];
+    if (p.num_weights > 1 && n >= p.n[0]) {
+      n -= p.n[0];
+      wi = 1;
+      if (p.num_weights > 2 && n >= p.n[1]) {
+        n -= p.n[1];
+        wi = 2;
+      }
+    }
   }
-  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
+  const unsigned char* weight_rows[kParts];
+#pragma unroll
+  for (int w = 0; w < kParts; ++w) weight_rows[w] = Pick(p.w, wi + w) + static_cast<long long>(n) * p.row_bytes;
   float acc[kParts][kTile];
 #pragma unroll
   for (int w = 0; w < kParts; ++w)
@@ -62,7 +79,7 @@ __global__ void __launch_bounds__(256) matmul_kernel(MatmulParams p) {
     }
 #pragma unroll
     for (int w = 0; w < kParts; ++w) {
-      const unsigned char* row = p.w[wi + w] + static_cast<long long>(n) * p.row_bytes;
+      const unsigned char* row = weight_rows[w];
       float wv[8];
       S::Decode8(row + (e / S::kBlockElems) * S::kBlockBytes, e % S::kBlockElems, wv);
 #pragma unroll
@@ -78,7 +95,7 @@ __global__ void __launch_bounds__(256) matmul_kernel(MatmulParams p) {
   for (int e = chunks * 8 + lane; e < p.k; e += 32) {
 #pragma unroll
     for (int w = 0; w < kParts; ++w) {
-      const float wv = DecodeElement<S>(p.w[wi + w] + static_cast<long long>(n) * p.row_bytes, e);
+      const float wv = DecodeElement<S>(weight_rows[w], e);
 #pragma unroll
       for (int t = 0; t < kTile; ++t) {
         if (t < tiles) {
@@ -94,7 +111,8 @@ __global__ void __launch_bounds__(256) matmul_kernel(MatmulParams p) {
 #pragma unroll
     for (int t = 0; t < kTile; ++t) acc[w][t] = WarpSum(acc[w][t]);
   if (lane != 0) return;
-  const int width = p.n[wi];
+  const int width = Pick(p.n, wi);
+  float* y = Pick(p.y, wi);
 #pragma unroll
   for (int t = 0; t < kTile; ++t) {
     if (t >= tiles) break;
@@ -102,7 +120,7 @@ __global__ void __launch_bounds__(256) matmul_kernel(MatmulParams p) {
     float v = acc[0][t];
     if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(acc[0][t]) * acc[kParts - 1][t];
     if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + p.residual[at];
-    p.y[wi][at] = v;
+    y[at] = v;
   }
 }
 

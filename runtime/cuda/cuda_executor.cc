@@ -280,8 +280,11 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->arena_ = ex->device_ + arena_offset;
   ex->scratch_ = ex->device_ + scratch_offset;
   ex->inputs_ = ex->device_ + inputs_offset;
-  // Poison-free start: zeroed pool, arena and inputs (a fresh pool reads as zeros, as on the CPU).
-  KILN_CU(api, api.cuMemsetD8(ex->pool_, 0, ex->device_bytes_ - pool_offset));
+  // A fresh pool reads as zeros, as on the CPU. The arena and scratch start
+  // as NaNs: a kernel that reads what nothing wrote shows in the logits.
+  KILN_CU(api, api.cuMemsetD8(ex->pool_, 0, arena_offset - pool_offset));
+  KILN_CU(api, api.cuMemsetD32(ex->arena_, 0x7fc00000u, (inputs_offset - arena_offset) / sizeof(float)));
+  KILN_CU(api, api.cuMemsetD8(ex->inputs_, 0, ex->device_bytes_ - inputs_offset));
 
   KILN_CU(api, api.cuStreamCreate(&ex->stream_, CU_STREAM_NON_BLOCKING));
   void* host = nullptr;

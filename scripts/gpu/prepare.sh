@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs HERE (no GPU): builds what the GPU machine runs and stages it in .gpu/
+# (which `run` carries): the runtime-only kiln and the CUDA test binaries,
+# linked with static libstdc++/libgcc (the device has another distribution),
+# the shared libraries they need that the device lacks, the artifacts the
+# GPU tests load (compiled with the full kiln in build-cuda) and the goldens.
+# Then scripts/gpu/device.sh runs there.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+gpu_build=${KILN_GPU_BUILD_DIR:-$root/build-gpu}
+full_build=${KILN_BUILD_DIR:-$root/build-cuda}
+stage=$root/.gpu
+testdata=${KILN_TESTDATA:-$root/../shared/testdata}
+export CCACHE_BASEDIR=$root
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+
+grep -qx '/.gpu/' "$root/.git/info/exclude" 2>/dev/null || echo '/.gpu/' >>"$root/.git/info/exclude"
+
+if [ ! -f "$gpu_build/build.ninja" ]; then
+  cmake -S "$root" -B "$gpu_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 \
+    -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+    -DKILN_BUILD_COMPILER=OFF -DKILN_BUILD_FUZZERS=OFF \
+    "-DCMAKE_EXE_LINKER_FLAGS=-static-libstdc++ -static-libgcc"
+fi
+tests=(cuda_kernels_test cuda_golden_test cuda_backend_test cuda_perf_test)
+ninja -C "$gpu_build" kiln "${tests[@]}"
+# The artifacts come from the full build (the compiler is not in build-gpu).
+KILN_BUILD_DIR=$full_build bash "$root/scripts/build.sh" kiln
+
+rm -rf "$stage"
+mkdir -p "$stage/bin" "$stage/lib" "$stage/artifacts" "$stage/testdata/golden"
+cp "$gpu_build/tools/kiln/kiln" "$stage/bin/"
+for t in "${tests[@]}"; do cp "$gpu_build/tests/$t" "$stage/bin/"; done
+strip "$stage"/bin/*
+
+# Shared libraries the device lacks: Debian's absl, pcre2 and the like. The
+# C library, the CUDA driver and the toolkit's NVRTC/nvJitLink are there.
+for b in "$stage"/bin/*; do
+  ldd "$b" | awk '/=> \// {print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*) ;;
+    libcuda.so*|libnvrtc*|libnvJitLink*) ;;
+    *) cp -L "$lib" "$stage/lib/" ;;
+  esac
+done
+
+for tag in stories260K stories260K-f16 stories260K-q8_0-mix stories260K-q4_0-mix; do
+  model=$testdata/models/$tag.gguf
+  [ -f "$model" ] || continue
+  "$full_build/tools/kiln/kiln" compile "$model" --target cuda:sm_90 -o "$stage/artifacts/$tag.kiln" >/dev/null 2>&1 ||
+    { echo "compile of $tag failed" >&2; exit 1; }
+  [ -d "$testdata/golden/$tag" ] && cp -r "$testdata/golden/$tag" "$stage/testdata/golden/"
+  chmod -R u+w "$stage/testdata"
+done
+# Teacher-forced logits and activations are not read on the GPU: keep the stage small.
+find "$stage/testdata" -name '*.f32' -delete
+du -sh "$stage"

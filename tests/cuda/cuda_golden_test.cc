@@ -1,0 +1,152 @@
+// The CUDA executor end to end on artifacts compiled ahead of time with
+// --target cuda:sm_90 (scripts/gpu/prepare.sh writes them to
+// $KILN_CUDA_ARTIFACTS): greedy ids of stories260K equal llama.cpp's
+// goldens, every model's greedy ids equal the CPU executor's, prompt logits
+// agree, PTX runs where the cubin's SM differs, and an SM the GPU cannot run
+// is a clear error. Skips without a GPU or without the artifacts.
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "codegen/ptx/ptx_codegen.h"
+#include "gtest/gtest.h"
+#include "runtime/backend/backend.h"
+#include "runtime/cuda/cuda_bundle.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/cuda_executor.h"
+#include "runtime/executor/cpu_executor.h"
+#include "runtime/executor/generator.h"
+#include "runtime/util/json.h"
+#include "tests/cuda/single_op_plans.h"
+#include "tests/test_support.h"
+
+namespace kiln {
+namespace {
+
+std::vector<int32_t> Ids(const JsonValue& a) {
+  std::vector<int32_t> out;
+  for (const JsonValue& v : a.array()) out.push_back(static_cast<int32_t>(*v.int_value()));
+  return out;
+}
+
+class CudaGolden : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<cuda::CudaContext>> ctx = cuda::CudaContext::Create(0);
+    if (!ctx.ok()) GTEST_SKIP() << "no CUDA GPU here: " << ctx.status().message();
+    sm_ = (*ctx)->sm();
+    const char* dir = std::getenv("KILN_CUDA_ARTIFACTS");
+    if (dir == nullptr) GTEST_SKIP() << "KILN_CUDA_ARTIFACTS is not set (scripts/gpu/prepare.sh makes them)";
+    artifacts_ = dir;
+  }
+  std::unique_ptr<Program> Load(const std::string& tag) {
+    const std::filesystem::path path = artifacts_ / (tag + ".kiln");
+    if (!std::filesystem::exists(path)) return nullptr;
+    absl::StatusOr<Program> p = LoadArtifactProgram(path.string());
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? std::make_unique<Program>(*std::move(p)) : nullptr;
+  }
+  std::vector<std::filesystem::path> Cases(const std::string& tag) {
+    std::vector<std::filesystem::path> out;
+    const std::filesystem::path dir = testing::TestDataDir() / "golden" / tag;
+    if (!std::filesystem::exists(dir)) return out;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      const std::string n = e.path().filename().string();
+      if (absl::EndsWith(n, ".json") && !absl::StrContains(n, "activations")) out.push_back(e.path());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  std::unique_ptr<Executor> Gpu(const Program& p) {
+    BackendOptions o;
+    o.num_pages = 32;
+    absl::StatusOr<std::unique_ptr<Executor>> ex = CreateCudaExecutor(p, o);
+    EXPECT_TRUE(ex.ok()) << ex.status();
+    return ex.ok() ? *std::move(ex) : nullptr;
+  }
+  std::unique_ptr<Executor> Cpu(const Program& p) {
+    CpuExecutorOptions o;
+    o.num_pages = 32;
+    absl::StatusOr<std::unique_ptr<CpuExecutor>> ex = CpuExecutor::Create(p.plan, p.weights, o);
+    EXPECT_TRUE(ex.ok()) << ex.status();
+    return ex.ok() ? std::unique_ptr<Executor>(std::move(*ex)) : nullptr;
+  }
+
+  int sm_ = 0;
+  std::filesystem::path artifacts_;
+};
+
+absl::StatusOr<GenerateResult> Greedy(Executor& ex, const std::vector<int32_t>& prompt, size_t n) {
+  GenerateOptions options;
+  options.max_new_tokens = static_cast<int64_t>(n);
+  options.sampling.temperature = 0;
+  return Generate(ex, prompt, options);
+}
+
+TEST_F(CudaGolden, GreedyIdsEqualLlamaCppAndTheCpu) {
+  int checked = 0;
+  for (const std::string tag : {"stories260K", "stories260K-f16", "stories260K-q8_0-mix", "stories260K-q4_0-mix"}) {
+    std::unique_ptr<Program> program = Load(tag);
+    if (!program) continue;
+    std::unique_ptr<Executor> gpu = Gpu(*program), cpu = Cpu(*program);
+    ASSERT_TRUE(gpu && cpu);
+    EXPECT_TRUE(absl::StartsWith(gpu->Describe(), "cuda (")) << gpu->Describe();
+    for (const auto& path : Cases(tag)) {
+      absl::StatusOr<JsonValue> j = ParseJson(testing::ReadFileOrDie(path));
+      ASSERT_TRUE(j.ok()) << j.status();
+      const std::vector<int32_t> prompt = Ids(*j->Find("prompt_token_ids"));
+      const std::vector<int32_t> golden = Ids(*j->Find("generated_token_ids"));
+      absl::StatusOr<GenerateResult> g = Greedy(*gpu, prompt, golden.size());
+      ASSERT_TRUE(g.ok()) << g.status();
+      absl::StatusOr<GenerateResult> c = Greedy(*cpu, prompt, golden.size());
+      ASSERT_TRUE(c.ok()) << c.status();
+      EXPECT_EQ(g->ids, c->ids) << tag << " " << path.filename();
+      if (tag == "stories260K") EXPECT_EQ(g->ids, golden) << path.filename();
+      const double err = testing::RelativeL2(g->last_prompt_logits, c->last_prompt_logits);
+      EXPECT_LT(err, 1e-4) << tag << " " << path.filename();
+      std::printf("%s %s: %zu ids, %s llama.cpp's; prompt logits vs cpu relative L2 %.2e\n", tag.c_str(),
+                  path.filename().c_str(), g->ids.size(), g->ids == golden ? "equal to" : "differ from", err);
+      ++checked;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no artifacts or goldens under " << artifacts_;
+}
+
+TEST_F(CudaGolden, PtxRunsWhereTheCubinIsForAnotherSm) {
+  std::unique_ptr<Program> program = Load("stories260K");
+  if (!program) GTEST_SKIP() << "no stories260K artifact";
+  absl::StatusOr<std::vector<uint8_t>> sm80 = codegen::ptx::GenerateCudaKernels(program->plan, "cuda:sm_80");
+  ASSERT_TRUE(sm80.ok()) << sm80.status();
+  program->kernels = {{"cuda:sm_80", *sm80}};
+  std::unique_ptr<Executor> gpu = Gpu(*program), cpu = Cpu(*program);
+  ASSERT_TRUE(gpu && cpu);
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+  absl::StatusOr<GenerateResult> g = Greedy(*gpu, prompt, 20), c = Greedy(*cpu, prompt, 20);
+  ASSERT_TRUE(g.ok() && c.ok());
+  EXPECT_EQ(g->ids, c->ids);
+}
+
+TEST_F(CudaGolden, KernelsForANewerSmAreAClearError) {
+  std::unique_ptr<Program> program = Load("stories260K");
+  if (!program) GTEST_SKIP() << "no stories260K artifact";
+  absl::StatusOr<cuda::CudaBundle> bundle = cuda::ParseBundle(program->FindKernels("cuda")->bytes);
+  ASSERT_TRUE(bundle.ok());
+  bundle->sm = static_cast<uint32_t>(sm_ + 10);
+  program->kernels = {{absl::StrCat("cuda:sm_", sm_ + 10), cuda::SerializeBundle(*bundle)}};
+  absl::StatusOr<std::unique_ptr<Executor>> ex = CreateCudaExecutor(*program, BackendOptions());
+  ASSERT_FALSE(ex.ok());
+  EXPECT_TRUE(absl::IsUnavailable(ex.status())) << ex.status();
+  EXPECT_TRUE(absl::StrContains(ex.status().message(), absl::StrCat("sm_", sm_ + 10))) << ex.status();
+  EXPECT_TRUE(absl::StrContains(ex.status().message(), "recompile")) << ex.status();
+}
+
+TEST_F(CudaGolden, AutoPicksCuda) {
+  std::unique_ptr<Program> program = Load("stories260K");
+  if (!program) GTEST_SKIP() << "no stories260K artifact";
+  absl::StatusOr<SelectedBackend> s = CreateExecutor(*program, BackendOptions());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(absl::StartsWith(s->executor->Describe(), "cuda (")) << s->executor->Describe();
+}
+
+}  // namespace
+}  // namespace kiln

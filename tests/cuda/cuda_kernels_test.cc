@@ -1,0 +1,225 @@
+// Every CUDA kernel against the CPU executor, one op at a time, on random
+// inputs at several shapes (odd widths, unaligned rows, every bucket path)
+// and every weight storage. Kernels are compiled here with the real codegen
+// for this GPU's SM. The device arena starts as NaNs, so an output element
+// a kernel fails to write shows as a failure. Skips without a CUDA driver.
+#include <cstring>
+
+#include "codegen/ptx/ptx_codegen.h"
+#include "gtest/gtest.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/cuda_executor.h"
+#include "runtime/executor/cpu_executor.h"
+#include "tests/cuda/single_op_plans.h"
+
+namespace kiln {
+namespace {
+
+using testing::RaggedBatch;
+using testing::SingleOpPlan;
+
+class CudaKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<cuda::CudaContext>> ctx = cuda::CudaContext::Create(0);
+    if (!ctx.ok()) GTEST_SKIP() << "no CUDA GPU here: " << ctx.status().message();
+    target_ = absl::StrCat("cuda:sm_", (*ctx)->sm());
+  }
+
+  struct Region {
+    int64_t at, width;
+    std::string what;
+    bool int_bits = false;  // argmax: compare the int32 bit patterns exactly
+  };
+
+  // Runs `batches` on the CPU and the GPU with each region as the result and
+  // checks every step's rows within `tolerance` (relative L2).
+  void Compare(const SingleOpPlan& b, const std::vector<Region>& regions, const std::vector<StepBatch>& batches,
+               double tolerance, int64_t num_pages = 16) {
+    const Plan first = b.PlanWithResult(regions[0].at, regions[0].width);
+    absl::StatusOr<std::vector<uint8_t>> kernels = codegen::ptx::GenerateCudaKernels(first, target_);
+    ASSERT_TRUE(kernels.ok()) << kernels.status();
+    for (const Region& r : regions) {
+      Program program;
+      program.plan = b.PlanWithResult(r.at, r.width);
+      program.weights = b.Source();
+      program.kernels.push_back({target_, *kernels});
+      CpuExecutorOptions cpu_options;
+      cpu_options.threads = 1;
+      cpu_options.num_pages = num_pages;
+      absl::StatusOr<std::unique_ptr<CpuExecutor>> cpu = CpuExecutor::Create(program.plan, program.weights, cpu_options);
+      ASSERT_TRUE(cpu.ok()) << cpu.status();
+      BackendOptions gpu_options;
+      gpu_options.num_pages = num_pages;
+      absl::StatusOr<std::unique_ptr<Executor>> gpu = CreateCudaExecutor(program, gpu_options);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      for (size_t step = 0; step < batches.size(); ++step) {
+        absl::StatusOr<std::span<const float>> want = (*cpu)->Step(batches[step]);
+        ASSERT_TRUE(want.ok()) << want.status();
+        const std::vector<float> expected(want->begin(), want->end());
+        absl::StatusOr<std::span<const float>> got = (*gpu)->Step(batches[step]);
+        ASSERT_TRUE(got.ok()) << r.what << ": " << got.status();
+        ASSERT_EQ(got->size(), expected.size());
+        if (r.int_bits) {
+          EXPECT_EQ(0, std::memcmp(got->data(), expected.data(), expected.size() * 4))
+              << r.what << " step " << step;
+        } else {
+          const double err = testing::RelativeL2(*got, expected);
+          EXPECT_LT(err, tolerance) << r.what << " step " << step << " (T=" << batches[step].tokens.size() << ")";
+        }
+      }
+    }
+  }
+
+  std::string target_;
+};
+
+// One sequence of T new tokens from position 0 (no attention in the plan).
+StepBatch Rows(int32_t tokens, uint32_t seed, std::vector<int32_t> logit_rows = {}) {
+  StepBatch b = RaggedBatch({0}, {tokens}, {{0, 1}}, 50, seed);
+  if (!logit_rows.empty()) b.logit_rows = std::move(logit_rows);
+  return b;
+}
+
+constexpr const char* kStorages[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0", "q4_1",      "q5_0",      "q5_1",
+                                     "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "int4:g32", "int4:g128", "int2:g64"};
+
+TEST_F(CudaKernels, MatmulEpiloguesAndEmbeddingForEveryStorage) {
+  for (const char* storage : kStorages) {
+    const bool plain = std::string(storage) == "f32" || std::string(storage) == "f16" || std::string(storage) == "bf16";
+    // Plain rows of odd length (tails, unaligned rows); quantised rows of whole 256-blocks.
+    for (auto [k, n] : plain ? std::vector<std::pair<int64_t, int64_t>>{{171, 37}, {1024, 77}}
+                             : std::vector<std::pair<int64_t, int64_t>>{{512, 37}, {1024, 77}}) {
+      SCOPED_TRACE(absl::StrCat(storage, " k=", k, " n=", n));
+      SingleOpPlan b({1, 4, 16}, PlanPagePool{1, 1, 8, 16, 32}, 7);
+      const int64_t x = b.Activation(k, 50);
+      b.Weight("gamma", "f32", {k});
+      for (int i = 0; i < 6; ++i) b.Weight(absl::StrCat("w", i), storage, {i == 2 || i == 3 ? n + 8 : n, k}, 0.1f);
+      b.Weight("table", storage, {50, k}, 1.0f);
+      const int64_t r0 = b.Region(n), r1 = b.Region(n), r2 = b.Region(n + 8), r3 = b.Region(n), r4 = b.Region(n),
+                    r5 = b.Region(k);
+      const std::string eps = R"("eps": 1e-5)";
+      b.Launch("fused_matmul.norm.q", {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "w0"),
+                                       b.WeightBinding("weight1", "w1"), b.Arena("result0", r0), b.Arena("result1", r1)},
+               absl::StrCat(R"({"epilogue": "none", )", eps, "}"));
+      b.Launch("fused_matmul.norm.silu_mul.q",
+               {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "w2"),
+                b.WeightBinding("weight1", "w3"), b.Arena("result0", r2)},
+               absl::StrCat(R"({"epilogue": "silu_mul", )", eps, "}"));
+      b.Launch("fused_matmul.residual_add.q",
+               {b.Arena("input", x), b.WeightBinding("weight0", "w4"), b.Arena("residual", r0), b.Arena("result0", r3)},
+               R"({"epilogue": "residual_add"})");
+      b.Launch("matmul.q", {b.Arena("input", x), b.WeightBinding("weight", "w5"), b.Arena("result", r4)}, "{}");
+      b.Launch("embedding.q", {b.WeightBinding("table", "table"), b.InputBinding("tokens", "tokens"), b.Arena("result", r5)},
+               absl::StrCat(R"({"vocab": 50, "width": )", k, "}"));
+      Compare(b,
+              {{r0, n, "qkv-style result0"}, {r1, n, "qkv-style result1"}, {r2, n + 8, "silu_mul"}, {r3, n, "residual_add"},
+               {r4, n, "plain matmul"}, {r5, k, "embedding"}},
+              {Rows(1, 1), Rows(3, 2), Rows(13, 3), Rows(1, 4), Rows(16, 5)}, 1e-4);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST_F(CudaKernels, GateAndUpOfDifferentStoragesGoThroughScratch) {
+  SingleOpPlan b({1, 4, 16}, PlanPagePool{1, 1, 8, 16, 32}, 11);
+  const int64_t x = b.Activation(256, 50);
+  b.Weight("gate", "q4_k", {40, 256}, 0.1f);
+  b.Weight("up", "q6_k", {40, 256}, 0.1f);
+  const int64_t r = b.Region(40);
+  b.Launch("fused_matmul.silu_mul.mixed",
+           {b.Arena("input", x), b.WeightBinding("weight0", "gate"), b.WeightBinding("weight1", "up"), b.Arena("result0", r)},
+           R"({"epilogue": "silu_mul", "n": [40, 40]})");
+  Compare(b, {{r, 40, "mixed silu_mul"}}, {Rows(1, 1), Rows(7, 2)}, 1e-4);
+}
+
+TEST_F(CudaKernels, RowOpsGatherAndArgmax) {
+  SingleOpPlan b({1, 4, 16}, PlanPagePool{1, 1, 8, 16, 32}, 3);
+  const int64_t w = 133;
+  const int64_t x = b.Activation(w, 50), y = b.Activation(w, 50), q = b.Activation(4 * 16, 50);
+  b.Weight("gamma", "f32", {w});
+  b.Weight("bias", "f32", {w});
+  b.Weight("head", "q8_0", {45, 128}, 0.1f);
+  b.Weight("gamma2", "f32", {128});
+  const int64_t x2 = b.Activation(128, 50);
+  const int64_t r0 = b.Region(w), r1 = b.Region(w), r2 = b.Region(w), r3 = b.Region(w), r4 = b.Region(w),
+                r5 = b.Region(64), r6 = b.Region(1), r7 = b.Region(128), r8 = b.Region(45), r9 = b.Region(1);
+  const std::string width = absl::StrCat(R"({"width": )", w, "}");
+  b.Launch("rms_norm", {b.Arena("input", x), b.WeightBinding("gamma", "gamma"), b.Arena("result", r0)}, R"({"eps": 1e-6})");
+  b.Launch("bias_add", {b.Arena("input", x), b.WeightBinding("bias", "bias"), b.Arena("result", r1)}, width);
+  b.Launch("silu", {b.Arena("input", x), b.Arena("result", r2)}, width);
+  b.Launch("mul", {b.Arena("lhs", x), b.Arena("rhs", y), b.Arena("result", r3)}, width);
+  b.Launch("add", {b.Arena("lhs", x), b.Arena("rhs", y), b.Arena("result", r4)}, width);
+  b.Launch("rope", {b.Arena("input", q), b.InputBinding("positions", "positions"), b.Arena("result", r5)},
+           R"({"num_heads": 4, "head_dim": 16, "rope_theta": 10000, "rope_dims": 16, "rope_style": "half"})");
+  b.Launch("argmax", {b.Arena("input", x), b.Arena("result", r6)}, width);
+  b.Launch("gather_rows", {b.Arena("input", x2), b.InputBinding("rows", "logit_rows"), b.Arena("result", r7)},
+           R"({"width": 128})");
+  b.Launch("fused_matmul.norm.q8_0",
+           {b.Arena("input", r7), b.WeightBinding("norm", "gamma2"), b.WeightBinding("weight0", "head"), b.Arena("result0", r8)},
+           R"({"epilogue": "none", "eps": 1e-5})");
+  b.Launch("argmax", {b.Arena("input", r8), b.Arena("result", r9)}, R"({"width": 45})");
+  const std::vector<StepBatch> all_rows = {Rows(1, 1), Rows(3, 2), Rows(13, 3)};
+  Compare(b,
+          {{r0, w, "rms_norm"}, {r1, w, "bias_add"}, {r2, w, "silu"}, {r3, w, "mul"}, {r4, w, "add"},
+           {r5, 64, "rope"}, {r6, 1, "argmax", true}},
+          all_rows, 1e-5);
+  // The logit rows path: gather picks R < T rows; what follows runs on R rows.
+  const std::vector<StepBatch> picked = {Rows(1, 4, {0}), Rows(4, 5, {3, 1}), Rows(13, 6, {12, 0, 5})};
+  Compare(b, {{r7, 128, "gather_rows"}, {r8, 45, "logits after gather"}, {r9, 1, "argmax after gather", true}}, picked,
+          1e-5);
+}
+
+struct AttentionCase {
+  int64_t head_dim;
+  const char* rope;  // "", "interleaved", "half"
+};
+
+class CudaAttention : public CudaKernels, public ::testing::WithParamInterface<AttentionCase> {};
+
+TEST_P(CudaAttention, PagedAttentionOverStepsMatchesTheCpu) {
+  const AttentionCase c = GetParam();
+  const int64_t heads = 4, kv_heads = 2, d = c.head_dim, page = 8;
+  SingleOpPlan b({1, 4, 16, 256}, PlanPagePool{2, kv_heads, d, page, 512}, 5);
+  const int64_t q = b.Activation(heads * d, 50), k = b.Activation(kv_heads * d, 50), v = b.Activation(kv_heads * d, 50);
+  const int64_t out = b.Region(heads * d);
+  std::string constants = absl::StrCat(R"({"num_heads": )", heads, R"(, "num_kv_heads": )", kv_heads, R"(, "head_dim": )", d,
+                                       R"(, "layer": 1, "scale": )", 1.0 / std::sqrt(static_cast<double>(d)),
+                                       R"(, "kv_type": "f32", "page_size": )", page, R"(, "max_tokens": 512)");
+  if (std::string(c.rope).size() > 0) {
+    absl::StrAppend(&constants, R"(, "rope_theta": 10000, "rope_dims": )", d, R"(, "rope_style": ")", c.rope, R"(")");
+  }
+  constants += "}";
+  b.Launch(std::string(c.rope).empty() ? "paged_attention" : "paged_attention.rope",
+           {b.Arena("q", q), b.Arena("k", k), b.Arena("v", v), b.InputBinding("pool", "kv"),
+            b.InputBinding("positions", "positions"), b.InputBinding("query_starts", "query_starts"),
+            b.InputBinding("context_lens", "context_lens"), b.InputBinding("block_tables", "block_tables"),
+            b.Arena("result", out)},
+           constants);
+  // Two sequences on scattered pages: prefill, decode, a chunk, a long chunk
+  // (several 32-position tiles per warp), then decode deep in the context.
+  std::vector<int32_t> t0, t1;
+  for (int32_t i = 0; i < 32; ++i) {
+    t0.push_back(63 - 2 * i);
+    t1.push_back(2 * i);
+  }
+  const std::vector<std::vector<int32_t>> tables = {t0, t1};
+  const std::vector<StepBatch> steps = {
+      RaggedBatch({0, 0}, {5, 3}, tables, 50, 1),      RaggedBatch({5, 3}, {1, 1}, tables, 50, 2),
+      RaggedBatch({6, 4}, {9, 2}, tables, 50, 3),      RaggedBatch({15, 6}, {150, 60}, tables, 50, 4),
+      RaggedBatch({165, 66}, {1, 1}, tables, 50, 5),   RaggedBatch({166}, {1}, {t0}, 50, 6),
+  };
+  Compare(b, {{out, heads * d, "paged attention"}}, steps, 1e-4, 64);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
+                         ::testing::Values(AttentionCase{8, "interleaved"}, AttentionCase{64, "half"},
+                                           AttentionCase{128, ""}, AttentionCase{128, "half"},
+                                           AttentionCase{256, "interleaved"}),
+                         [](const ::testing::TestParamInfo<AttentionCase>& i) {
+                           return absl::StrCat("d", i.param.head_dim, "_",
+                                               std::string(i.param.rope).empty() ? "norope" : i.param.rope);
+                         });
+
+}  // namespace
+}  // namespace kiln
