@@ -29,6 +29,11 @@ SSE event is not valid JSON, text is not valid UTF-8 ("garbled"), the stream end
 socket after the first 1-3 SSE events; they count as "disconnected", not failed (if the
 stream ended before that point, the request counts as completed).
 
+--prompt-file FILE takes the prompts from FILE (one per line, used in turn) instead of
+random words: speculative decoding needs text the model would write to accept drafts.
+When the server speculates (kiln serve --draft / --lookup), the deltas of its kiln_spec_*
+counters give the run's acceptance rate and mean accepted length.
+
 --check: exit 1 if any request failed, or if after the run (polling /metrics up to 5 s)
 kiln_kv_pages_used or kiln_requests_running is not 0 (leaked pages/sequences).
 """
@@ -313,7 +318,10 @@ def build_requests(args, context, tpw, specials):
             if words > max_words:
                 words = max(1, max_words)
                 clipped += 1
-        prompt = " ".join(rng.choice(WORDS) for _ in range(words))
+        if args.prompt_lines:
+            prompt = args.prompt_lines[i % len(args.prompt_lines)]
+        else:
+            prompt = " ".join(rng.choice(WORDS) for _ in range(words))
         disconnect = 0
         if args.stream and args.disconnect_fraction > 0 and rng.random() < args.disconnect_fraction:
             disconnect = rng.randint(1, 3)
@@ -343,6 +351,7 @@ def main():
                     help="stream with SSE (default on) to measure TTFT and ITL")
     ap.add_argument("--disconnect-fraction", type=float, default=0.0,
                     help="share of streamed requests that drop the socket mid-stream")
+    ap.add_argument("--prompt-file", help="prompts, one per line, used in turn (instead of random words)")
     ap.add_argument("--timeout", type=float, default=120.0, help="per-request socket timeout (s)")
     ap.add_argument("--metrics-interval", type=float, default=0.5,
                     help="seconds between /metrics samples during the run (0: off)")
@@ -356,6 +365,15 @@ def main():
         ap.error("--disconnect-fraction must be in [0, 1]")
     if args.rate is not None and args.rate <= 0:
         ap.error("--rate must be positive")
+    args.prompt_lines = []
+    if args.prompt_file:
+        try:
+            with open(args.prompt_file, encoding="utf-8") as f:
+                args.prompt_lines = [line.rstrip("\n") for line in f if line.strip()]
+        except OSError as e:
+            ap.error("--prompt-file: %s" % e)
+        if not args.prompt_lines:
+            ap.error("--prompt-file %s has no prompts" % args.prompt_file)
     concurrency = args.concurrency if args.concurrency is not None else (256 if args.rate else 8)
     if concurrency < 1:
         ap.error("--concurrency must be positive")
@@ -491,6 +509,7 @@ def main():
             "kiln_kv_waste_ratio", "kiln_preemptions_total", "kiln_prefix_hit_rate",
             "kiln_requests_running", "kiln_requests_waiting", "kiln_requests_failed_total")},
         "preemptions_during_run": delta("kiln_preemptions_total"),
+        "speculative": speculative_summary(delta),
         "during_run": during(samples),
         "check": None,
     }
@@ -514,6 +533,18 @@ def main():
             print("bench_serve --check: FAIL: %s" % p, file=sys.stderr)
         return 1
     return 0
+
+
+def speculative_summary(delta):
+    """The run's speculation from the kiln_spec_* counters; None where the server has none."""
+    drafted = delta("kiln_spec_drafted_tokens_total")
+    accepted = delta("kiln_spec_accepted_tokens_total")
+    verifications = delta("kiln_spec_verifications_total")
+    if drafted is None or accepted is None or verifications is None:
+        return None
+    return {"drafted": int(drafted), "accepted": int(accepted), "verifications": int(verifications),
+            "acceptance_rate": accepted / drafted if drafted else 0.0,
+            "mean_accepted_length": accepted / verifications if verifications else 0.0}
 
 
 def during(samples):
@@ -576,6 +607,11 @@ def print_report(r):
         fmt(a.get("kiln_kv_pages_used"), "%d"), fmt(a.get("kiln_kv_pages_cached"), "%d"),
         fmt(a.get("kiln_kv_pages_total"), "%d"), fmt(a.get("kiln_requests_running"), "%d"),
         fmt(a.get("kiln_requests_waiting"), "%d")))
+    sp = r.get("speculative")
+    if sp and sp["drafted"]:
+        print("  speculative %d drafted, %d accepted (%.1f%%), %.2f accepted per verification (%d verifications)" % (
+            sp["drafted"], sp["accepted"], 100.0 * sp["acceptance_rate"], sp["mean_accepted_length"],
+            sp["verifications"]))
     if r["prompts_clipped_to_context"]:
         print("  note        %d prompt(s) clipped to the context (%.2f prompt tokens/word)" % (
             r["prompts_clipped_to_context"], r["prompt_tokens_per_word"]))

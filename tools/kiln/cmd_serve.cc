@@ -10,6 +10,7 @@
 #include "runtime/serving/kv_page_manager.h"
 #include "runtime/serving/model_drafter.h"
 #include "runtime/serving/openai_api.h"
+#include "runtime/serving/verify_budget.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
@@ -41,23 +42,27 @@ int RunServe(int argc, char** argv) {
       .Option("draft-max", "N", "longest draft per sequence and step (it adapts below this)", "8")
       .Option("spec-budget", "N",
               "step size in tokens up to which drafted tokens are verified (the step's memory-bound\n"
-              "range); larger batches leave no room and decode without drafts", "64");
+              "range; auto: measured at startup); larger batches decode without drafts", "auto");
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("serve", std::string(s.message()));
   if (args.help_requested()) {
     std::printf("%s", args.Help().c_str());
     return 0;
   }
-  int64_t port, kv_mib, budget, running, max_tokens, max_body, threads, draft_max, spec_budget;
+  int64_t port, kv_mib, budget, running, max_tokens, max_body, threads, draft_max, spec_budget = 0;
   for (auto [flag, out] : {std::pair<const char*, int64_t*>{"port", &port}, {"kv-memory", &kv_mib},
                            {"token-budget", &budget}, {"max-running", &running}, {"max-tokens", &max_tokens},
-                           {"max-body", &max_body}, {"threads", &threads}, {"draft-max", &draft_max},
-                           {"spec-budget", &spec_budget}}) {
+                           {"max-body", &max_body}, {"threads", &threads}, {"draft-max", &draft_max}}) {
     absl::StatusOr<int64_t> v = args.GetInt(flag);
     if (!v.ok() || *v < 0) return Fail("serve", absl::StrFormat("--%s must be a non-negative integer", flag));
     *out = *v;
   }
   if (port > 65535) return Fail("serve", "--port must be at most 65535");
   if (draft_max < 1 || draft_max > 64) return Fail("serve", "--draft-max must be between 1 and 64");
+  if (args.Get("spec-budget") != "auto") {
+    absl::StatusOr<int64_t> v = args.GetInt("spec-budget");
+    if (!v.ok() || *v < 1) return Fail("serve", "--spec-budget takes a positive number of tokens or auto");
+    spec_budget = *v;
+  }
   if (args.Has("draft") && args.GetFlag("lookup")) return Fail("serve", "choose one of --draft and --lookup");
   if (args.Has("chat-template")) {
     absl::StatusOr<ChatTemplate> named = SelectChatTemplate("", args.Get("chat-template"));
@@ -115,6 +120,18 @@ int RunServe(int argc, char** argv) {
   } else if (args.GetFlag("lookup")) {
     drafter = std::make_unique<LookupStepDrafter>();
   }
+  std::string budget_note;
+  if (drafter != nullptr && spec_budget == 0) {
+    absl::StatusOr<VerifyBudget> measured = MeasureVerifyBudget(**executor, kv, std::max<int64_t>(budget, 1));
+    if (!measured.ok()) return Fail("serve", std::string(measured.status().message()));
+    spec_budget = measured->tokens;
+    budget_note = "; measured step times:";
+    for (const StepTiming& t : measured->timings) {
+      absl::StrAppend(&budget_note, t.tokens == 1 ? " " : ", ", t.tokens, t.tokens == 1 ? " token " : " tokens ",
+                      absl::StrFormat("%.2f", t.seconds * 1e3), " ms");
+      if (t.tokens > spec_budget) break;
+    }
+  }
   SchedulerOptions scheduling{budget, running};
   scheduling.draft_max = static_cast<int>(draft_max);
   scheduling.verify_budget = spec_budget;
@@ -142,9 +159,9 @@ int RunServe(int argc, char** argv) {
   if (absl::Status s = server.Start(); !s.ok()) return Fail("serve", std::string(s.message()));
   if (drafter != nullptr) {
     std::printf("kiln serve: speculative decoding with %s%s (drafts up to %lld tokens, verified within %lld-token "
-                "steps)\n",
+                "steps%s)\n",
                 drafter->name().c_str(), args.Has("draft") ? (" " + args.Get("draft")).c_str() : "",
-                static_cast<long long>(draft_max), static_cast<long long>(spec_budget));
+                static_cast<long long>(draft_max), static_cast<long long>(spec_budget), budget_note.c_str());
   }
   std::printf("kiln serve: listening on http://%s:%d (model %s, backend %s, %lld KV pages of %lld tokens)\n",
               http.host.c_str(), server.port(), name.c_str(), (*executor)->Describe().c_str(),
