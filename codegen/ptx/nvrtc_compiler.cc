@@ -39,8 +39,8 @@ NvrtcResult RunNvrtc(const std::vector<std::string>& names, uint32_t sm) {
   if (r.status != NVRTC_SUCCESS) return r;
   for (const std::string& n : names) nvrtcAddNameExpression(prog, n.c_str());
   const std::string arch = absl::StrCat("--gpu-architecture=compute_", sm);
-  const char* options[] = {arch.c_str(), "-std=c++17", "--fmad=true", "-lineinfo"};
-  r.status = nvrtcCompileProgram(prog, 4, options);
+  const char* options[] = {arch.c_str(), "-std=c++17", "--fmad=true"};
+  r.status = nvrtcCompileProgram(prog, 3, options);
   size_t log_size = 0;
   nvrtcGetProgramLogSize(prog, &log_size);
   r.log.resize(log_size);

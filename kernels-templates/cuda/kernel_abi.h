@@ -22,6 +22,12 @@ enum Epilogue : int { kEpilogueNone = 0, kEpilogueSiluMul = 1, kEpilogueResidual
 // Up to this many weights share one matmul launch (q, k, v).
 constexpr int kMaxFusedWeights = 3;
 
+// Geometry of matmul_kernel: the decode variant (one token) runs
+// kDecodeWarps warps per block, each computing kDecodeRowsPerWarp outputs
+// (the activation chunk in registers serves them all); the tiled variant runs
+// kTiledWarps warps of one output each. Launches size their grids from these.
+constexpr int kDecodeWarps = 4, kDecodeRowsPerWarp = 4, kTiledWarps = 8;
+
 // y[t, n] = epilogue(sum_k norm(x)[t, k] * W[n, k]) for t < *rows.
 struct MatmulParams {
   const float* x;         // [rows, k]
@@ -136,6 +142,11 @@ struct AttentionParams {
   const int* block_tables;   // [S, pages_stride]
   int pages_stride;
   int max_rows;
+  // Split-K over the context (flash-decoding): with splits > 1 each block
+  // handles one slice and writes (max, sum, output) to `partials`
+  // [max_rows, num_heads, splits, head_dim + 2]; a combine kernel merges them.
+  int splits;
+  float* partials;
 };
 
 }  // namespace kiln::cuda_abi

@@ -4,4 +4,5 @@
 
 #include "attention.cuh"
 #include "matmul.cuh"
+#include "matmul_tc.cuh"
 #include "rows.cuh"

@@ -1,10 +1,13 @@
 // Weight-times-activation: y[t, n] = epilogue(sum_k norm(x)[t, k] W[n, k])
-// for every storage. One warp per output feature, eight per block; lanes
-// walk the row 8 elements (one Decode8) at a time, so each weight byte is
-// read once per token tile and decoded once; the tile's kTile tokens reuse
-// the decoded values. The optional RMS-norm prologue computes each token's
-// 1/rms in the block first. kTile 1 is the decode GEMV; larger tiles serve
-// prefill buckets.
+// for every storage, on CUDA cores with f32 operands. Lanes walk the weight
+// rows kLane elements (one decoder call) at a time, so each weight byte is
+// read once per token tile and decoded once. kTile 1 is the decode GEMV:
+// each warp computes kDecodeRowsPerWarp outputs, so the activation chunk a
+// lane loads (and normalises) serves several rows, and a storage's wide
+// decoder (32 elements, 16-byte loads) is used. kTile > 1 serves small
+// prefill buckets: one output per warp, the decoded chunk serving kTile
+// tokens. The optional RMS-norm prologue computes each token's 1/rms in the
+// block first.
 #pragma once
 
 #include "common.cuh"
@@ -20,8 +23,10 @@ __device__ __forceinline__ T Pick(const T (&a)[kMaxFusedWeights], int i) {
 }
 
 template <class S, int kEpilogue, bool kNorm, int kTile>
-__global__ void __launch_bounds__(256) matmul_kernel(MatmulParams p) {
-  constexpr int kWarps = 8;
+__global__ void __launch_bounds__(32 * (kTile == 1 ? kDecodeWarps : kTiledWarps)) matmul_kernel(MatmulParams p) {
+  constexpr int kWarps = kTile == 1 ? kDecodeWarps : kTiledWarps;
+  constexpr int kRows = kTile == 1 ? kDecodeRowsPerWarp : 1;
+  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int rows = *p.rows;
   const int t0 = blockIdx.y * kTile;
@@ -38,89 +43,114 @@ __global__ void __launch_bounds__(256) matmul_kernel(MatmulParams p) {
     }
     __syncthreads();
   }
-  int n = blockIdx.x * kWarps + warp;
-  if (n >= p.total_n) return;
-  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
-  int wi = 0;
-  if constexpr (kEpilogue == kEpilogueNone) {
-    if (p.num_weights > 1 && n >= p.n[0]) {
-      n -= p.n[0];
-      wi = 1;
-      if (p.num_weights > 2 && n >= p.n[1]) {
-        n -= p.n[1];
-        wi = 2;
+  const int first = (blockIdx.x * kWarps + warp) * kRows;
+  if (first >= p.total_n) return;
+  // Per row of this warp: its weight (q, k or v of a fused launch), its row
+  // there, and its weight rows (gate and up for silu_mul).
+  int out_weight[kRows], out_row[kRows];
+  bool valid[kRows];
+  const unsigned char* weight_rows[kRows][kParts];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    int n = min(first + r, p.total_n - 1), wi = 0;
+    valid[r] = first + r < p.total_n;
+    if constexpr (kEpilogue == kEpilogueNone) {
+      if (p.num_weights > 1 && n >= p.n[0]) {
+        n -= p.n[0];
+        wi = 1;
+        if (p.num_weights > 2 && n >= p.n[1]) {
+          n -= p.n[1];
+          wi = 2;
+        }
       }
     }
+    out_weight[r] = wi;
+    out_row[r] = n;
+#pragma unroll
+    for (int w = 0; w < kParts; ++w) weight_rows[r][w] = Pick(p.w, wi + w) + static_cast<long long>(n) * p.row_bytes;
   }
-  const unsigned char* weight_rows[kParts];
+  float acc[kRows][kParts][kTile];
 #pragma unroll
-  for (int w = 0; w < kParts; ++w) weight_rows[w] = Pick(p.w, wi + w) + static_cast<long long>(n) * p.row_bytes;
-  float acc[kParts][kTile];
+  for (int r = 0; r < kRows; ++r)
 #pragma unroll
-  for (int w = 0; w < kParts; ++w)
+    for (int w = 0; w < kParts; ++w)
 #pragma unroll
-    for (int t = 0; t < kTile; ++t) acc[w][t] = 0.0f;
+      for (int t = 0; t < kTile; ++t) acc[r][w][t] = 0.0f;
 
-  const int chunks = p.k / 8;
+  // Elements per lane step: a storage's wide decoder for decode, 8 when a
+  // tile of tokens needs registers for its activations.
+  constexpr int kLane = kTile == 1 ? S::kLaneElems : 8;
+  const int chunks = p.k / kLane;
   for (int c = lane; c < chunks; c += 32) {
-    const int e = c * 8;
-    float xv[kTile][8];
+    const int e = c * kLane;
+    float xv[kTile][kLane];
 #pragma unroll
     for (int t = 0; t < kTile; ++t) {
       if (t < tiles) {
-        LoadFloat8(p.x + static_cast<long long>(t0 + t) * p.k + e, xv[t]);
+#pragma unroll
+        for (int i = 0; i < kLane; i += 8) LoadFloat8(p.x + static_cast<long long>(t0 + t) * p.k + e + i, xv[t] + i);
         if constexpr (kNorm) {
-          float g[8];
-          LoadFloat8(p.gamma + e, g);
 #pragma unroll
-          for (int i = 0; i < 8; ++i) xv[t][i] = __fmul_rn(__fmul_rn(xv[t][i], inv_rms[t]), g[i]);
+          for (int i0 = 0; i0 < kLane; i0 += 8) {
+            float g[8];
+            LoadFloat8(p.gamma + e + i0, g);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) xv[t][i0 + i] = __fmul_rn(__fmul_rn(xv[t][i0 + i], inv_rms[t]), g[i]);
+          }
         }
       }
     }
 #pragma unroll
-    for (int w = 0; w < kParts; ++w) {
-      const unsigned char* row = weight_rows[w];
-      float wv[8];
-      S::Decode8(row + (e / S::kBlockElems) * S::kBlockBytes, e % S::kBlockElems, wv);
+    for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-      for (int t = 0; t < kTile; ++t) {
-        if (t < tiles) {
+      for (int w = 0; w < kParts; ++w) {
+        float wv[kLane];
+        DecodeLane<S, kLane>(weight_rows[r][w] + (e / S::kBlockElems) * S::kBlockBytes, e % S::kBlockElems, wv);
 #pragma unroll
-          for (int i = 0; i < 8; ++i) acc[w][t] = fmaf(wv[i], xv[t][i], acc[w][t]);
-        }
-      }
-    }
-  }
-  // Tail of a plain-typed row whose length is not a multiple of 8.
-  for (int e = chunks * 8 + lane; e < p.k; e += 32) {
+        for (int t = 0; t < kTile; ++t) {
+          if (t < tiles) {
 #pragma unroll
-    for (int w = 0; w < kParts; ++w) {
-      const float wv = DecodeElement<S>(weight_rows[w], e);
-#pragma unroll
-      for (int t = 0; t < kTile; ++t) {
-        if (t < tiles) {
-          float x = p.x[static_cast<long long>(t0 + t) * p.k + e];
-          if constexpr (kNorm) x = __fmul_rn(__fmul_rn(x, inv_rms[t]), p.gamma[e]);
-          acc[w][t] = fmaf(wv, x, acc[w][t]);
+            for (int i = 0; i < kLane; ++i) acc[r][w][t] = fmaf(wv[i], xv[t][i], acc[r][w][t]);
+          }
         }
       }
     }
   }
+  // Tail of a plain-typed row whose length is not a multiple of kLane.
+  for (int e = chunks * kLane + lane; e < p.k; e += 32) {
 #pragma unroll
-  for (int w = 0; w < kParts; ++w)
+    for (int t = 0; t < kTile; ++t) {
+      if (t < tiles) {
+        float x = p.x[static_cast<long long>(t0 + t) * p.k + e];
+        if constexpr (kNorm) x = __fmul_rn(__fmul_rn(x, inv_rms[t]), p.gamma[e]);
 #pragma unroll
-    for (int t = 0; t < kTile; ++t) acc[w][t] = WarpSum(acc[w][t]);
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int w = 0; w < kParts; ++w) acc[r][w][t] = fmaf(DecodeElement<S>(weight_rows[r][w], e), x, acc[r][w][t]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int w = 0; w < kParts; ++w)
+#pragma unroll
+      for (int t = 0; t < kTile; ++t) acc[r][w][t] = WarpSum(acc[r][w][t]);
   if (lane != 0) return;
-  const int width = Pick(p.n, wi);
-  float* y = Pick(p.y, wi);
 #pragma unroll
-  for (int t = 0; t < kTile; ++t) {
-    if (t >= tiles) break;
-    const long long at = static_cast<long long>(t0 + t) * width + n;
-    float v = acc[0][t];
-    if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(acc[0][t]) * acc[kParts - 1][t];
-    if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + p.residual[at];
-    y[at] = v;
+  for (int r = 0; r < kRows; ++r) {
+    if (!valid[r]) continue;
+    const int width = Pick(p.n, out_weight[r]);
+    float* y = Pick(p.y, out_weight[r]);
+#pragma unroll
+    for (int t = 0; t < kTile; ++t) {
+      if (t >= tiles) break;
+      const long long at = static_cast<long long>(t0 + t) * width + out_row[r];
+      float v = acc[r][0][t];
+      if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(acc[r][0][t]) * acc[r][kParts - 1][t];
+      if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + p.residual[at];
+      y[at] = v;
+    }
   }
 }
 

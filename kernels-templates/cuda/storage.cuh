@@ -16,12 +16,17 @@ __device__ __forceinline__ float HalfToFloat(unsigned short h) {
 __device__ __forceinline__ float Bf16ToFloat(unsigned short h) {
   return __uint_as_float(static_cast<unsigned>(h) << 16);
 }
+// Every block field of 16 bits or more sits at an even offset (all block
+// sizes are even), so these are one or two 16-bit loads; odd addresses only
+// come from a damaged layout and still read correctly, byte by byte.
 __device__ __forceinline__ unsigned short LoadU16(const unsigned char* p) {
+  if ((reinterpret_cast<unsigned long long>(p) & 1) == 0) return __ldg(reinterpret_cast<const unsigned short*>(p));
   return static_cast<unsigned short>(p[0] | (p[1] << 8));
 }
 __device__ __forceinline__ float LoadHalf(const unsigned char* p) { return HalfToFloat(LoadU16(p)); }
 __device__ __forceinline__ unsigned LoadU32(const unsigned char* p) {
-  return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<unsigned>(p[3]) << 24);
+  if ((reinterpret_cast<unsigned long long>(p) & 3) == 0) return __ldg(reinterpret_cast<const unsigned*>(p));
+  return LoadU16(p) | (static_cast<unsigned>(LoadU16(p + 2)) << 16);
 }
 // 16 bytes at p: one vector load where aligned, else bytes.
 __device__ __forceinline__ uint4 Load16(const unsigned char* p) {
@@ -43,6 +48,7 @@ __device__ __forceinline__ uint2 Load8(const unsigned char* p) {
 
 struct StorageF32 {
   static constexpr bool kPlain = true;
+  static constexpr int kLaneElems = 8;
   static constexpr int kBlockElems = 8, kBlockBytes = 32;
   __device__ static void Decode8(const unsigned char* b, int, float* y) {
     const uint4 a = Load16(b), c = Load16(b + 16);
@@ -55,6 +61,7 @@ struct StorageF32 {
 template <bool kBf16>
 struct StorageHalfBits {
   static constexpr bool kPlain = true;
+  static constexpr int kLaneElems = 8;
   static constexpr int kBlockElems = 8, kBlockBytes = 16;
   __device__ static float One(unsigned short h) { return kBf16 ? Bf16ToFloat(h) : HalfToFloat(h); }
   __device__ static void Decode8(const unsigned char* b, int, float* y) {
@@ -74,7 +81,16 @@ using StorageBF16 = StorageHalfBits<true>;
 // q8_0 (34 bytes): f16 d | int8 q[32].
 struct StorageQ8_0 {
   static constexpr bool kPlain = false;
+  static constexpr int kLaneElems = 32;  // a whole block per lane in the decode GEMV
   static constexpr int kBlockElems = 32, kBlockBytes = 34;
+  __device__ static void Decode32(const unsigned char* b, int, float* y) {
+    const float d = LoadHalf(b);
+    unsigned short q[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) q[i] = LoadU16(b + 2 + 2 * i);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) y[i] = d * static_cast<float>(static_cast<signed char>((q[i / 2] >> (8 * (i % 2))) & 0xFF));
+  }
   __device__ static void Decode8(const unsigned char* b, int j, float* y) {
     const float d = LoadHalf(b);
     const uint2 q = Load8(b + 2 + j);
@@ -89,6 +105,7 @@ struct StorageQ8_0 {
 template <bool kHasMin>
 struct StorageQ4Legacy {
   static constexpr bool kPlain = false;
+  static constexpr int kLaneElems = 8;
   static constexpr int kBlockElems = 32, kBlockBytes = kHasMin ? 20 : 18;
   __device__ static void Decode8(const unsigned char* b, int j, float* y) {
     const float d = LoadHalf(b);
@@ -106,6 +123,7 @@ using StorageQ4_1 = StorageQ4Legacy<true>;
 template <bool kHasMin>
 struct StorageQ5Legacy {
   static constexpr bool kPlain = false;
+  static constexpr int kLaneElems = 8;
   static constexpr int kBlockElems = 32, kBlockBytes = kHasMin ? 24 : 22;
   __device__ static void Decode8(const unsigned char* b, int j, float* y) {
     const float d = LoadHalf(b);
@@ -126,6 +144,7 @@ using StorageQ5_1 = StorageQ5Legacy<true>;
 // q2_K (84 bytes): scales[16] | qs[64] | f16 d | f16 dmin.
 struct StorageQ2_K {
   static constexpr bool kPlain = false;
+  static constexpr int kLaneElems = 8;
   static constexpr int kBlockElems = 256, kBlockBytes = 84;
   __device__ static void Decode8(const unsigned char* b, int j, float* y) {
     const float d = LoadHalf(b + 80), dmin = LoadHalf(b + 82);
@@ -141,6 +160,7 @@ struct StorageQ2_K {
 // q3_K (110 bytes): hmask[32] | qs[64] | scales[12] | f16 d.
 struct StorageQ3_K {
   static constexpr bool kPlain = false;
+  static constexpr int kLaneElems = 8;
   static constexpr int kBlockElems = 256, kBlockBytes = 110;
   __device__ static void Decode8(const unsigned char* b, int j, float* y) {
     const unsigned char* scales = b + 96;
@@ -175,7 +195,21 @@ __device__ __forceinline__ void ScaleMinK4(const unsigned char* t, int s, int* s
 // e = 64c + 32h + l is nibble h of qs[32c + l].
 struct StorageQ4_K {
   static constexpr bool kPlain = false;
+  static constexpr int kLaneElems = 32;  // one sub-block per lane in the decode GEMV
   static constexpr int kBlockElems = 256, kBlockBytes = 144;
+  // Sub-block j / 32: nibble (j / 32) % 2 of the 32 bytes qs[32c ..], c = j / 64.
+  __device__ static void Decode32(const unsigned char* b, int j, float* y) {
+    int sc, mn;
+    ScaleMinK4(b + 4, j / 32, &sc, &mn);
+    const unsigned dm = LoadU32(b);
+    const float scale = HalfToFloat(static_cast<unsigned short>(dm & 0xFFFF)) * static_cast<float>(sc);
+    const float min = HalfToFloat(static_cast<unsigned short>(dm >> 16)) * static_cast<float>(mn);
+    const uint4 a = Load16(b + 16 + (j / 64) * 32), c = Load16(b + 32 + (j / 64) * 32);
+    const unsigned w[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
+    const int shift = 4 * ((j / 32) % 2);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) y[i] = scale * static_cast<float>((w[i / 4] >> (8 * (i % 4) + shift)) & 0x0F) - min;
+  }
   __device__ static void Decode8(const unsigned char* b, int j, float* y) {
     int sc, mn;
     ScaleMinK4(b + 4, j / 32, &sc, &mn);
@@ -191,6 +225,7 @@ struct StorageQ4_K {
 // q5_K (176 bytes): f16 d | f16 dmin | scales[12] | qh[32] | qs[128].
 struct StorageQ5_K {
   static constexpr bool kPlain = false;
+  static constexpr int kLaneElems = 8;
   static constexpr int kBlockElems = 256, kBlockBytes = 176;
   __device__ static void Decode8(const unsigned char* b, int j, float* y) {
     int sc, mn;
@@ -211,6 +246,7 @@ struct StorageQ5_K {
 // q6_K (210 bytes): ql[128] | qh[64] | int8 scales[16] | f16 d.
 struct StorageQ6_K {
   static constexpr bool kPlain = false;
+  static constexpr int kLaneElems = 8;
   static constexpr int kBlockElems = 256, kBlockBytes = 210;
   __device__ static void Decode8(const unsigned char* b, int j, float* y) {
     const float scale = LoadHalf(b + 208) * static_cast<float>(static_cast<signed char>(b[192 + j / 16]));
@@ -231,6 +267,7 @@ struct StorageQ6_K {
 template <int kBits, int kGroup>
 struct StorageGrouped {
   static constexpr bool kPlain = false;
+  static constexpr int kLaneElems = 8;
   static constexpr int kBlockElems = kGroup, kBlockBytes = kGroup * kBits / 8 + 4;
   __device__ static void Decode8(const unsigned char* b, int j, float* y) {
     const float d = LoadHalf(b), m = LoadHalf(b + 2);
@@ -245,6 +282,17 @@ template <int kGroup>
 using StorageInt4 = StorageGrouped<4, kGroup>;
 template <int kGroup>
 using StorageInt2 = StorageGrouped<2, kGroup>;
+
+// kLane elements j.. of one block: Decode8 or, where a storage has one, its
+// wider decoder (fewer, wider loads per lane).
+template <class S, int kLane>
+__device__ __forceinline__ void DecodeLane(const unsigned char* b, int j, float* y) {
+  if constexpr (kLane == 8) {
+    S::Decode8(b, j, y);
+  } else {
+    S::Decode32(b, j, y);
+  }
+}
 
 // Element i of a row of K elements (any storage; the slow path for tails and
 // embedding of odd widths).

@@ -87,7 +87,7 @@ class CudaExecutor final : public Executor {
   CUstream stream_ = nullptr;
   CUdeviceptr device_ = 0;
   uint64_t device_bytes_ = 0;
-  CUdeviceptr arena_ = 0, pool_ = 0, scratch_ = 0, inputs_ = 0;
+  CUdeviceptr arena_ = 0, pool_ = 0, scratch_ = 0, partials_ = 0, inputs_ = 0;
   uint64_t scratch_bytes_ = 0;
   int32_t* host_inputs_ = nullptr;  // pinned
   float* host_logits_ = nullptr;    // pinned
@@ -224,7 +224,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   KILN_CU(api, api.cuModuleLoadDataEx(&ex->module_, image, 0, nullptr, nullptr));
 
   // Every launch's calls, with their functions.
-  int64_t scratch_floats = 0;
+  int64_t scratch_floats = 0, partial_floats = 0;
   for (const PlanLaunch& l : p.launches) {
     absl::StatusOr<std::vector<KernelCall>> calls = LowerLaunch(p, l);
     if (!calls.ok()) return calls.status();
@@ -240,6 +240,13 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         CUfunction f = nullptr;
         KILN_CU(api, api.cuModuleGetFunction(&f, ex->module_, k->lowered_name.c_str()));
         r.functions.push_back(f);
+      }
+      if (c.kind == KernelKind::kAttentionCombine) {
+        absl::StatusOr<int64_t> heads = l.Int("num_heads");
+        absl::StatusOr<int64_t> hd = l.Int("head_dim");
+        if (!heads.ok() || !hd.ok()) return LaunchError(l, "needs num_heads and head_dim");
+        const int64_t split_tokens = std::min<int64_t>(p.buckets.back(), kSplitMaxTokens);
+        partial_floats = std::max(partial_floats, split_tokens * *heads * kDecodeSplits * (*hd + 2));
       }
       if (c.to_scratch) {
         absl::StatusOr<std::vector<int64_t>> n = l.IntList("n");
@@ -261,7 +268,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->num_pages_ = options.num_pages > 0 ? options.num_pages : pages_stride;
   ex->layout_ = InputLayout::For(max_tokens, max_tokens, pages_stride);
 
-  // One allocation: weights | KV pool | arena | scratch | inputs.
+  // One allocation: weights | KV pool | arena | scratch | attention partials | inputs.
   uint64_t offset = 0;
   std::vector<std::pair<uint64_t, std::vector<uint8_t>>> uploads;
   if (absl::Status s = ex->BindWeights(program.weights, &offset, &uploads); !s.ok()) return s;
@@ -271,7 +278,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   const uint64_t arena_offset = AlignUp(pool_offset + pool_bytes);
   const uint64_t scratch_offset = AlignUp(arena_offset + p.arena_bytes.back());
   ex->scratch_bytes_ = scratch_floats * sizeof(float);
-  const uint64_t inputs_offset = AlignUp(scratch_offset + ex->scratch_bytes_);
+  const uint64_t partials_offset = AlignUp(scratch_offset + ex->scratch_bytes_);
+  const uint64_t inputs_offset = AlignUp(partials_offset + partial_floats * sizeof(float));
   ex->device_bytes_ = AlignUp(inputs_offset + ex->layout_.total * sizeof(int32_t));
   KILN_CU(api, api.cuMemAlloc(&ex->device_, ex->device_bytes_));
   for (auto& [rel, bytes] : uploads) KILN_CU(api, api.cuMemcpyHtoD(ex->device_ + rel, bytes.data(), bytes.size()));
@@ -279,6 +287,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->pool_ = ex->device_ + pool_offset;
   ex->arena_ = ex->device_ + arena_offset;
   ex->scratch_ = ex->device_ + scratch_offset;
+  ex->partials_ = ex->device_ + partials_offset;
   ex->inputs_ = ex->device_ + inputs_offset;
   // A fresh pool reads as zeros, as on the CPU. The arena and scratch start
   // as NaNs: a kernel that reads what nothing wrote shows in the logits.
@@ -396,13 +405,17 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
             if (mp.residual == nullptr) return LaunchError(l, "residual_add needs a residual");
           }
         }
-        const bool prefill = max_rows > 1 && rc.functions.size() > 1;
-        const int tile = prefill ? kPrefillTile : 1;
-        if (absl::Status s = launch(rc.functions[prefill ? 1 : 0], (mp.total_n + 7) / 8, (max_rows + tile - 1) / tile,
-                                    256, 0, &mp);
-            !s.ok()) {
-          return s;
+        absl::Status launched;
+        if (max_rows >= kTensorCoreMinBucket) {
+          launched = launch(rc.functions[2], (mp.total_n + 63) / 64, (max_rows + 127) / 128, 256, 0, &mp);
+        } else {
+          const bool tiled = max_rows > 1;
+          const int tile = tiled ? kPrefillTile : 1;
+          const int per_block = tiled ? kTiledWarps : kDecodeWarps * kDecodeRowsPerWarp;
+          launched = launch(rc.functions[tiled ? 1 : 0], (mp.total_n + per_block - 1) / per_block,
+                            (max_rows + tile - 1) / tile, 32 * (tiled ? kTiledWarps : kDecodeWarps), 0, &mp);
         }
+        if (!launched.ok()) return launched;
         break;
       }
       case KernelKind::kElementwise: {
@@ -513,7 +526,8 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         break;
       }
       case KernelKind::kKvAppend:
-      case KernelKind::kAttention: {
+      case KernelKind::kAttention:
+      case KernelKind::kAttentionCombine: {
         AttentionParams ap{};
         absl::StatusOr<int64_t> heads = l.Int("num_heads");
         absl::StatusOr<int64_t> layer = l.Int("layer");
@@ -543,11 +557,13 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         ap.block_tables = input(layout_.block_tables);
         ap.pages_stride = static_cast<int>(layout_.pages_stride);
         ap.max_rows = max_rows;
-        const bool append = c.kind == KernelKind::kKvAppend;
-        if (absl::Status s = launch(rc.functions[0], max_rows, append ? 1 : static_cast<unsigned>(*heads), 128, 0, &ap);
-            !s.ok()) {
-          return s;
-        }
+        ap.splits = max_rows <= kSplitMaxTokens ? kDecodeSplits : 1;
+        ap.partials = reinterpret_cast<float*>(partials_);
+        if (c.kind == KernelKind::kAttentionCombine && ap.splits == 1) break;
+        const unsigned grid_y = c.kind == KernelKind::kKvAppend ? 1 : static_cast<unsigned>(*heads);
+        const unsigned grid_z = c.kind == KernelKind::kAttention ? static_cast<unsigned>(ap.splits) : 1;
+        void* args[] = {&ap};
+        KILN_CU(api, api.cuLaunchKernel(rc.functions[0], max_rows, grid_y, grid_z, 128, 1, 1, 0, stream_, args, nullptr));
         break;
       }
     }

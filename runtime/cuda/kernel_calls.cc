@@ -31,7 +31,8 @@ std::string MatmulName(const std::string& storage_template, int epilogue, bool n
 KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, std::vector<int> weights) {
   KernelCall c;
   c.kind = KernelKind::kMatmul;
-  c.names = {MatmulName(storage_template, epilogue, norm, 1), MatmulName(storage_template, epilogue, norm, kPrefillTile)};
+  c.names = {MatmulName(storage_template, epilogue, norm, 1), MatmulName(storage_template, epilogue, norm, kPrefillTile),
+             absl::StrCat("kiln::matmul_tc_kernel<", storage_template, ", ", epilogue, ", ", norm ? "true" : "false", ">")};
   c.weights = std::move(weights);
   c.epilogue = epilogue;
   c.norm = norm;
@@ -158,8 +159,10 @@ absl::StatusOr<std::vector<KernelCall>> LowerLaunch(const Plan& plan, const Plan
     absl::StatusOr<int64_t> hd = l.Int("head_dim");
     if (!hd.ok()) return hd.status();
     if (*hd <= 0 || *hd > 256) return LaunchError(l, absl::StrCat("head_dim ", *hd, " is outside 1..256"));
-    return std::vector<KernelCall>{Simple(KernelKind::kKvAppend, "kiln::kv_append_kernel"),
-                                   Simple(KernelKind::kAttention, "kiln::attention_kernel")};
+    return std::vector<KernelCall>{
+        Simple(KernelKind::kKvAppend, "kiln::kv_append_kernel"),
+        Simple(KernelKind::kAttention, absl::StrCat("kiln::attention_kernel<", *hd, ">")),
+        Simple(KernelKind::kAttentionCombine, absl::StrCat("kiln::attention_combine_kernel<", *hd, ">"))};
   }
   return LaunchError(l, "the CUDA backend has no kernel for op '" + op + "'");
 }

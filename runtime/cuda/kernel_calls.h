@@ -21,17 +21,31 @@ enum class KernelKind {
   kArgmax,
   kRope,
   kKvAppend,
-  kAttention,
+  kAttention,         // attention_kernel<head_dim>
+  kAttentionCombine,  // attention_combine_kernel<head_dim>: merges split-K slices
 };
 
 // Token rows per block of the matmul kernel: 1 for the decode bucket,
 // kPrefillTile for larger buckets (the decoded weight chunk serves that many tokens).
 constexpr int kPrefillTile = 8;
 
+// Buckets of at least this many tokens run matmuls on tensor cores (f16
+// operands, f32 sums: relative error ~1e-3). Smaller ones keep f32 operands,
+// so short prompts and decode match the CPU backend closely (stories260K's
+// golden prompts, up to 24 tokens, take the f32 path).
+constexpr int kTensorCoreMinBucket = 64;
+
+// Attention splits the context over this many blocks per (token, head) in
+// buckets of at most kSplitMaxTokens tokens (decode: too few tokens to fill
+// the GPU otherwise); larger buckets use one block per (token, head).
+constexpr int kDecodeSplits = 16;
+constexpr int kSplitMaxTokens = 8;
+
 struct KernelCall {
   KernelKind kind = KernelKind::kElementwise;
-  // Name expressions to instantiate: [0] for bucket 1; [1], where present,
-  // for larger buckets (the matmul's prefill tile).
+  // Name expressions to instantiate: [0] for bucket 1; for the matmul [1]
+  // (8-token tiles, f32) for buckets below kTensorCoreMinBucket and [2]
+  // (tensor cores, f16 operands) from there on.
   std::vector<std::string> names;
   // kMatmul: the launch's weight indices (weight<i>) this call covers; with
   // `to_scratch` its outputs go to scratch buffers 0.. instead of results.

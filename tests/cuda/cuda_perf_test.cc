@@ -24,6 +24,8 @@ TEST(CudaPerf, Llama3LayerDecodeAndPrefill) {
   if (!ctx.ok()) GTEST_SKIP() << "no CUDA GPU here: " << ctx.status().message();
   const std::string target = absl::StrCat("cuda:sm_", (*ctx)->sm());
   for (const std::string storage : {"q4_k", "q8_0", "f16"}) {
+   // Without attention the layer is its matmuls alone: the difference is attention's share.
+   for (const bool with_attention : {true, false}) {
     testing::SingleOpPlan b({1, 512}, PlanPagePool{kLayers, kKvHeads, kHeadDim, 16, 2048}, 1);
     const int64_t q_width = kHeads * kHeadDim, kv_width = kKvHeads * kHeadDim;
     b.Weight("attn_norm", "f32", {kHidden});
@@ -44,7 +46,7 @@ TEST(CudaPerf, Llama3LayerDecodeAndPrefill) {
                                      b.WeightBinding("weight1", "wk"), b.WeightBinding("weight2", "wv"), b.Arena("result0", q),
                                      b.Arena("result1", k), b.Arena("result2", v)},
                R"({"epilogue": "none", "eps": 1e-5})");
-      b.Launch("paged_attention.rope",
+      if (with_attention) b.Launch("paged_attention.rope",
                {b.Arena("q", q), b.Arena("k", k), b.Arena("v", v), b.InputBinding("pool", "kv"),
                 b.InputBinding("positions", "positions"), b.InputBinding("query_starts", "query_starts"),
                 b.InputBinding("context_lens", "context_lens"), b.InputBinding("block_tables", "block_tables"),
@@ -52,7 +54,7 @@ TEST(CudaPerf, Llama3LayerDecodeAndPrefill) {
                absl::StrCat(R"({"num_heads": 32, "num_kv_heads": 8, "head_dim": 128, "scale": 0.088, "layer": )", layer,
                             R"(, "rope_theta": 500000, "rope_dims": 128, "rope_style": "half"})"));
       // The residual stream alternates between h1 and h2; layer 0 reads the embedding.
-      b.Launch("fused_matmul.residual_add", {b.Arena("input", att), b.WeightBinding("weight0", "wo"), b.Arena("residual", in),
+      b.Launch("fused_matmul.residual_add", {b.Arena("input", with_attention ? att : q), b.WeightBinding("weight0", "wo"), b.Arena("residual", in),
                                              b.Arena("result0", h1)},
                R"({"epilogue": "residual_add"})");
       b.Launch("fused_matmul.norm.silu_mul", {b.Arena("input", h1), b.WeightBinding("norm", "ffn_norm"),
@@ -95,10 +97,11 @@ TEST(CudaPerf, Llama3LayerDecodeAndPrefill) {
         *cpu::ParseWeightStorage(storage)->RowBytes(kFfn) * kHidden);
     const double per_layer = decode_s / kLayers;
     std::printf(
-        "perf %-5s decode: %7.1f us/layer, %6.0f GB/s weights (%4.1f%% of 4270); est. 32 layers %6.0f tok/s (no head) | "
+        "perf %-5s %s decode: %7.1f us/layer, %6.0f GB/s weights (%4.1f%% of 4270); est. 32 layers %6.0f tok/s (no head) | "
         "prefill 512: %8.1f us/layer, %7.0f tok/s est. 32 layers\n",
-        storage.c_str(), per_layer * 1e6, bytes_per_layer / per_layer / 1e9, 100 * bytes_per_layer / per_layer / 4.27e12,
+        storage.c_str(), with_attention ? "layer " : "matmuls", per_layer * 1e6, bytes_per_layer / per_layer / 1e9, 100 * bytes_per_layer / per_layer / 4.27e12,
         1.0 / (per_layer * 32), prefill_s / kLayers * 1e6, 512.0 / (prefill_s / kLayers * 32));
+   }
   }
 }
 

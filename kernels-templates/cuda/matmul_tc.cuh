@@ -1,0 +1,213 @@
+// Prefill matmul on tensor cores: mma.sync m16n8k16 with f16 operands and
+// f32 accumulation. A block computes a 128-token x 64-output tile: per
+// 32-wide K step its 256 threads load the activations (normalised by the
+// RMS-norm prologue when there is one) and decode the weight rows of any
+// storage (Decode8) into f16 shared-memory tiles, then each of the 8 warps
+// (4 x 2) issues 16 mma for its 32 x 32 sub-tile. The next step's global
+// loads and decoding are issued before the current step's mma, so memory
+// latency overlaps the math. Same epilogues and parameters as
+// matmul_kernel; rows beyond *p.rows or the weights are padded with zeros.
+#pragma once
+
+#include "common.cuh"
+#include "matmul.cuh"
+#include "storage.cuh"
+
+namespace kiln {
+
+constexpr int kTcM = 128, kTcN = 64, kTcK = 32;
+constexpr int kTcStride = kTcK + 8;  // halves per smem row: conflict-free fragment loads
+
+__device__ __forceinline__ unsigned PackHalf2(float lo, float hi) {
+  unsigned short l, h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(l) : "f"(lo));
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(hi));
+  return static_cast<unsigned>(l) | (static_cast<unsigned>(h) << 16);
+}
+
+__device__ __forceinline__ void MmaF16(float* c, const unsigned* a, const unsigned* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <class S, int kEpilogue, bool kNorm>
+__global__ void __launch_bounds__(256) matmul_tc_kernel(MatmulParams p) {
+  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
+  const int rows = *p.rows;
+  const int t0 = blockIdx.y * kTcM;
+  if (t0 >= rows) return;
+  const int n0 = blockIdx.x * kTcN;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  __shared__ float inv_rms[kTcM];
+  __shared__ __align__(16) unsigned short xs[kTcM][kTcStride];
+  __shared__ __align__(16) unsigned short ws[kParts][kTcN][kTcStride];
+  if constexpr (kNorm) {
+    for (int t = warp; t < kTcM; t += 8) {
+      double sum = 0;
+      if (t0 + t < rows) {
+        const float* xr = p.x + static_cast<long long>(t0 + t) * p.k;
+        for (int i = lane; i < p.k; i += 32) sum += static_cast<double>(xr[i]) * xr[i];
+      }
+      sum = WarpSumDouble(sum);
+      if (lane == 0) inv_rms[t] = static_cast<float>(1.0 / sqrt(sum / static_cast<double>(p.k) + p.eps));
+    }
+    __syncthreads();
+  }
+  // The weight row each loading thread decodes (tile row tid / 4), per part;
+  // the two activation rows it loads (tid / 4 and 64 + tid / 4).
+  const int load_row = tid / 4, load_col = (tid % 4) * 8;
+  const unsigned char* wrow[kParts];
+  {
+    int n = n0 + load_row, wi = 0;
+    if constexpr (kEpilogue == kEpilogueNone) {
+      if (p.num_weights > 1 && n >= p.n[0]) {
+        n -= p.n[0];
+        wi = 1;
+        if (p.num_weights > 2 && n >= p.n[1]) {
+          n -= p.n[1];
+          wi = 2;
+        }
+      }
+    }
+    const bool valid = n0 + load_row < p.total_n;
+#pragma unroll
+    for (int w = 0; w < kParts; ++w) {
+      wrow[w] = valid ? Pick(p.w, wi + w) + static_cast<long long>(n) * p.row_bytes : nullptr;
+    }
+  }
+  const float* xrow[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int token = t0 + 64 * h + load_row;
+    xrow[h] = token < rows ? p.x + static_cast<long long>(token) * p.k : nullptr;
+  }
+
+  // Global -> registers (f16 pairs) for the K step at k0.
+  uint4 x_stage[2], w_stage[kParts];
+  auto load_step = [&](int k0) {
+    const int e = k0 + load_col;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float v[8];
+      if (xrow[h] != nullptr && e + 8 <= p.k) {
+        LoadFloat8(xrow[h] + e, v);
+        if constexpr (kNorm) {
+          float gm[8];
+          LoadFloat8(p.gamma + e, gm);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(__fmul_rn(v[i], inv_rms[64 * h + load_row]), gm[i]);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          float xv = 0.0f;
+          if (xrow[h] != nullptr && e + i < p.k) {
+            xv = xrow[h][e + i];
+            if constexpr (kNorm) xv = __fmul_rn(__fmul_rn(xv, inv_rms[64 * h + load_row]), p.gamma[e + i]);
+          }
+          v[i] = xv;
+        }
+      }
+      x_stage[h] = {PackHalf2(v[0], v[1]), PackHalf2(v[2], v[3]), PackHalf2(v[4], v[5]), PackHalf2(v[6], v[7])};
+    }
+#pragma unroll
+    for (int w = 0; w < kParts; ++w) {
+      float v[8];
+      if (wrow[w] != nullptr && e + 8 <= p.k) {
+        S::Decode8(wrow[w] + (e / S::kBlockElems) * S::kBlockBytes, e % S::kBlockElems, v);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = wrow[w] != nullptr && e + i < p.k ? DecodeElement<S>(wrow[w], e + i) : 0.0f;
+      }
+      w_stage[w] = {PackHalf2(v[0], v[1]), PackHalf2(v[2], v[3]), PackHalf2(v[4], v[5]), PackHalf2(v[6], v[7])};
+    }
+  };
+  auto store_step = [&]() {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) *reinterpret_cast<uint4*>(&xs[64 * h + load_row][load_col]) = x_stage[h];
+#pragma unroll
+    for (int w = 0; w < kParts; ++w) *reinterpret_cast<uint4*>(&ws[w][load_row][load_col]) = w_stage[w];
+  };
+
+  const int wm = warp / 2, wn = warp % 2;  // warp sub-tile: tokens 32 * wm .., outputs 32 * wn ..
+  const int g = lane / 4, q = lane % 4;
+  float acc[kParts][2][4][4];
+#pragma unroll
+  for (int w = 0; w < kParts; ++w)
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[w][i][j][r] = 0.0f;
+
+  load_step(0);
+  store_step();
+  __syncthreads();
+  for (int k0 = 0; k0 < p.k; k0 += kTcK) {
+    const bool more = k0 + kTcK < p.k;
+    if (more) load_step(k0 + kTcK);
+#pragma unroll
+    for (int kk = 0; kk < kTcK; kk += 16) {
+      unsigned a[2][4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int r = 32 * wm + 16 * i + g;
+        a[i][0] = *reinterpret_cast<const unsigned*>(&xs[r][kk + 2 * q]);
+        a[i][1] = *reinterpret_cast<const unsigned*>(&xs[r + 8][kk + 2 * q]);
+        a[i][2] = *reinterpret_cast<const unsigned*>(&xs[r][kk + 2 * q + 8]);
+        a[i][3] = *reinterpret_cast<const unsigned*>(&xs[r + 8][kk + 2 * q + 8]);
+      }
+#pragma unroll
+      for (int w = 0; w < kParts; ++w) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int c = 32 * wn + 8 * j + g;
+          const unsigned b[2] = {*reinterpret_cast<const unsigned*>(&ws[w][c][kk + 2 * q]),
+                                 *reinterpret_cast<const unsigned*>(&ws[w][c][kk + 2 * q + 8])};
+#pragma unroll
+          for (int i = 0; i < 2; ++i) MmaF16(acc[w][i][j], a[i], b);
+        }
+      }
+    }
+    __syncthreads();
+    if (more) {
+      store_step();
+      __syncthreads();
+    }
+  }
+  // C fragment: r 0,1 at (token g, outputs 2q, 2q+1); r 2,3 at token g + 8.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int token = t0 + 32 * wm + 16 * i + g + (r >= 2 ? 8 : 0);
+        int n = n0 + 32 * wn + 8 * j + 2 * q + (r % 2);
+        if (token >= rows || n >= p.total_n) continue;
+        int wi = 0;
+        if constexpr (kEpilogue == kEpilogueNone) {
+          if (p.num_weights > 1 && n >= p.n[0]) {
+            n -= p.n[0];
+            wi = 1;
+            if (p.num_weights > 2 && n >= p.n[1]) {
+              n -= p.n[1];
+              wi = 2;
+            }
+          }
+        }
+        const long long at = static_cast<long long>(token) * Pick(p.n, wi) + n;
+        float v = acc[0][i][j][r];
+        if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(acc[0][i][j][r]) * acc[kParts - 1][i][j][r];
+        if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + p.residual[at];
+        Pick(p.y, wi)[at] = v;
+      }
+    }
+  }
+}
+
+}  // namespace kiln
