@@ -1,7 +1,6 @@
 // Speculative decoding against its two promises: greedy output is exactly
 // plain greedy output (llama.cpp's goldens), and sampled output has the
 // target's distribution (chi-square against plain sampling).
-#include <cmath>
 #include <map>
 
 #include "gtest/gtest.h"
@@ -9,6 +8,7 @@
 #include "runtime/executor/program.h"
 #include "runtime/executor/speculative.h"
 #include "runtime/util/json.h"
+#include "tests/e2e/chi_square.h"
 #include "tests/e2e/compiled_model.h"
 #include "tests/test_support.h"
 
@@ -76,74 +76,11 @@ TEST(SpeculativeCheck, GreedyWithDraftModelOrLookupIsExactlyTheGoldens) {
   EXPECT_EQ(cases, 4);
 }
 
-// Upper regularised incomplete gamma Q(a, x): the chi-square survival
-// function is Q(df/2, x/2). Series for x < a+1, continued fraction otherwise.
-double GammaQ(double a, double x) {
-  if (x <= 0) return 1.0;
-  const double lg = std::lgamma(a);
-  if (x < a + 1) {
-    double sum = 1.0 / a, term = sum;
-    for (int n = 1; n < 1000; ++n) {
-      term *= x / (a + n);
-      sum += term;
-      if (term < sum * 1e-15) break;
-    }
-    return 1.0 - sum * std::exp(-x + a * std::log(x) - lg);
-  }
-  double b = x + 1 - a, c = 1e300, d = 1 / b, h = d;
-  for (int i = 1; i < 1000; ++i) {
-    const double an = -i * (i - a);
-    b += 2;
-    d = an * d + b;
-    if (std::fabs(d) < 1e-300) d = 1e-300;
-    c = b + an / c;
-    if (std::fabs(c) < 1e-300) c = 1e-300;
-    d = 1 / d;
-    const double delta = d * c;
-    h *= delta;
-    if (std::fabs(delta - 1) < 1e-15) break;
-  }
-  return std::exp(-x + a * std::log(x) - lg) * h;
-}
-
 TEST(SpeculativeCheck, GammaQMatchesKnownChiSquareQuantiles) {
   // Upper 1% points of the chi-square distribution: df 1 -> 6.635, 10 -> 23.209, 50 -> 76.154.
-  EXPECT_NEAR(GammaQ(0.5, 6.635 / 2), 0.01, 1e-4);
-  EXPECT_NEAR(GammaQ(5.0, 23.209 / 2), 0.01, 1e-4);
-  EXPECT_NEAR(GammaQ(25.0, 76.154 / 2), 0.01, 1e-4);
-}
-
-// Two-sample chi-square homogeneity p-value; tokens seen fewer than 10
-// times in both samples together share one bin.
-double HomogeneityP(const std::map<int32_t, int>& a, const std::map<int32_t, int>& b, int* bins_out) {
-  std::map<int32_t, std::pair<double, double>> bins;
-  std::pair<double, double> rare{0, 0};
-  std::map<int32_t, int> all = a;
-  for (auto [t, n] : b) all[t] += n;
-  for (auto [t, n] : all) {
-    const double na = a.count(t) ? a.at(t) : 0, nb = b.count(t) ? b.at(t) : 0;
-    if (n < 10) {
-      rare.first += na;
-      rare.second += nb;
-    } else {
-      bins[t] = {na, nb};
-    }
-  }
-  if (rare.first + rare.second > 0) bins[-1] = rare;
-  double ta = 0, tb = 0;
-  for (auto& [t, c] : bins) {
-    ta += c.first;
-    tb += c.second;
-  }
-  double chi2 = 0;
-  for (auto& [t, c] : bins) {
-    const double total = c.first + c.second;
-    const double ea = total * ta / (ta + tb), eb = total * tb / (ta + tb);
-    chi2 += (c.first - ea) * (c.first - ea) / ea + (c.second - eb) * (c.second - eb) / eb;
-  }
-  const int df = static_cast<int>(bins.size()) - 1;
-  *bins_out = static_cast<int>(bins.size());
-  return GammaQ(df / 2.0, chi2 / 2.0);
+  EXPECT_NEAR(testing::GammaQ(0.5, 6.635 / 2), 0.01, 1e-4);
+  EXPECT_NEAR(testing::GammaQ(5.0, 23.209 / 2), 0.01, 1e-4);
+  EXPECT_NEAR(testing::GammaQ(25.0, 76.154 / 2), 0.01, 1e-4);
 }
 
 TEST(SpeculativeCheck, SampledTokensFollowTheTargetDistribution) {
@@ -184,7 +121,7 @@ TEST(SpeculativeCheck, SampledTokensFollowTheTargetDistribution) {
   }
   for (int k = 1; k < kPositions; ++k) {
     int bins = 0;
-    const double pvalue = HomogeneityP(plain[k], spec[k], &bins);
+    const double pvalue = testing::HomogeneityP(plain[k], spec[k], &bins);
     std::printf("generated position %d: %d runs each, %d bins, chi-square homogeneity p = %.3f\n", k, kRuns, bins,
                 pvalue);
     EXPECT_GT(pvalue, 0.01) << "position " << k;

@@ -1,8 +1,9 @@
 // Speculative decoding through the serving scheduler is exact: with the
 // stories260K-q4_0-mix draft model or with n-gram lookup, greedy requests get
 // llama.cpp's golden ids, alone and in a concurrent batch where speculative
-// and plain requests share the steps; and a batch that fills the verify
-// budget decodes without drafts.
+// and plain requests share the steps; a batch that fills the verify budget
+// decodes without drafts; and sampled requests keep the target's
+// distribution (chi-square against plain sampling through the scheduler).
 #include <map>
 
 #include "gtest/gtest.h"
@@ -12,6 +13,7 @@
 #include "runtime/serving/scheduler.h"
 #include "runtime/serving/step_drafter.h"
 #include "runtime/util/json.h"
+#include "tests/e2e/chi_square.h"
 #include "tests/e2e/compiled_model.h"
 #include "tests/test_support.h"
 
@@ -211,6 +213,55 @@ TEST(SpeculativeServingCheck, AFullBatchDecodesWithoutDrafts) {
   for (int k = 0; k < 20; ++k) {
     EXPECT_EQ(out[k].ids, std::vector<int32_t>(out[19].ids.begin(), out[19].ids.begin() + 10 + 3 * k)) << k;
   }
+}
+
+TEST(SpeculativeServingCheck, SampledTokensThroughTheSchedulerFollowTheTargetDistribution) {
+  Rig rig;
+  if (!rig.Make(2048)) GTEST_SKIP() << "stories260K models not found under " << testing::TestDataDir();
+  // 3,400 independent requests after <s> (a broad distribution), 16 at a
+  // time; each generated position is one draw per request and is tested on
+  // its own. Drafts start 3 long (draft_max 6), cut to the 2 that leave room
+  // for the target's own token: positions 1-2 are drafted and verified, 3
+  // is the bonus or the correction after them.
+  constexpr int kRuns = 3400;
+  constexpr int kPositions = 4;
+  auto sample_all = [&](StepDrafter* drafter, uint64_t seed_base, SchedulerStats* stats) {
+    std::vector<std::map<int32_t, int>> counts(kPositions);
+    Scheduler scheduler(*rig.target_exec, *rig.pages,
+                        SchedulerOptions{.token_budget = 64, .max_running = 16, .draft_max = 6, .verify_budget = 64},
+                        drafter);
+    std::vector<Outcome> out(kRuns);
+    for (int run = 0; run < kRuns; ++run) {
+      ScheduledRequest req = Greedy({1}, kPositions, &out[run], true);
+      req.sampling = SamplingParams{.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f,
+                                    .seed = seed_base + static_cast<uint64_t>(run)};
+      EXPECT_TRUE(scheduler.Submit(std::move(req)).ok());
+    }
+    EXPECT_TRUE(Drain(scheduler).ok());
+    for (const Outcome& o : out) {
+      EXPECT_EQ(o.ids.size(), static_cast<size_t>(kPositions));
+      for (int k = 0; k < kPositions && k < static_cast<int>(o.ids.size()); ++k) counts[k][o.ids[k]]++;
+    }
+    *stats = scheduler.stats();
+    return counts;
+  };
+  SchedulerStats plain_stats, spec_stats;
+  const auto plain = sample_all(nullptr, 1000, &plain_stats);
+  const auto spec = sample_all(rig.model.get(), 900000, &spec_stats);
+  EXPECT_EQ(plain_stats.spec_drafted, 0);
+  EXPECT_GT(spec_stats.spec_drafted, kRuns);  // most requests verified drafts
+  EXPECT_GT(spec_stats.spec_accepted, 0);
+  EXPECT_LT(spec_stats.spec_accepted, spec_stats.spec_drafted);  // and the rejection rule ran
+  for (int k = 1; k < kPositions; ++k) {
+    int bins = 0;
+    const double pvalue = testing::HomogeneityP(plain[k], spec[k], &bins);
+    std::printf("through the scheduler, generated position %d: %d requests each, %d bins, chi-square homogeneity p = "
+                "%.3f\n",
+                k, kRuns, bins, pvalue);
+    EXPECT_GT(pvalue, 0.01) << "position " << k;
+  }
+  std::printf("speculative: %lld drafted, %lld accepted\n", (long long)spec_stats.spec_drafted,
+              (long long)spec_stats.spec_accepted);
 }
 
 }  // namespace
