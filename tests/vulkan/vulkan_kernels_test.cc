@@ -12,6 +12,7 @@ namespace kiln::testing {
 namespace {
 
 constexpr double kTolerance = 1e-5;
+constexpr double kExact = -1;  // compare the bits
 
 // Runs `batches` on both executors; every step's outputs must agree.
 void ExpectSameOutputs(const TestPlan& tp, int64_t result_region, int64_t width, const std::vector<StepBatch>& batches,
@@ -33,6 +34,10 @@ void ExpectSameOutputs(const TestPlan& tp, int64_t result_region, int64_t width,
     absl::StatusOr<std::span<const float>> got = gpu->Step(batches[i]);
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_EQ(got->size(), expected.size());
+    if (tolerance == kExact) {
+      EXPECT_EQ(std::memcmp(got->data(), expected.data(), expected.size() * sizeof(float)), 0) << what << ", step " << i;
+      continue;
+    }
     for (size_t j = 0; j < got->size(); ++j) ASSERT_TRUE(std::isfinite((*got)[j])) << what << " element " << j;
     const double err = RelativeL2(*got, expected);
     size_t worst = 0;
@@ -121,6 +126,141 @@ TEST(VulkanKernels, FusedMatmulSiluMulAndResidualAdd) {
                                       MakeBatch({{6, 1}, {0, 2}}, 2, vocab, tp.rng())};
     ExpectSameOutputs(tp, h, n, batches, 4, "silu_mul " + storage);
     ExpectSameOutputs(tp, out, k, batches, 4, "residual_add " + storage);
+  }
+}
+
+TEST(VulkanKernels, EmbeddingOfQuantisedTables) {
+  for (const auto& [storage, width] : std::vector<std::pair<std::string, int64_t>>{
+           {"f32", 13}, {"f16", 13}, {"q8_0", 64}, {"q4_K", 256}, {"int2:g16", 48}}) {
+    TestPlan tp;
+    const int64_t vocab = 41;
+    tp.Weight("table", storage, {vocab, width});
+    const int64_t r = tp.Region(width);
+    tp.Launch("embedding." + storage,
+              {TestPlan::WeightBinding("table", "table"), TestPlan::InputBinding("tokens"), tp.ArenaBinding("result", r)},
+              absl::StrCat("\"vocab\":", vocab, ",\"width\":", width));
+    ExpectSameOutputs(tp, r, width, {MakeBatch({{0, 7}}, 2, vocab, tp.rng()), MakeBatch({{0, 1}}, 1, vocab, tp.rng())}, 4,
+                      "embedding " + storage);
+  }
+}
+
+TEST(VulkanKernels, RmsNormBiasAndElementwise) {
+  for (int64_t width : {1, 7, 64, 300}) {
+    TestPlan tp;
+    const int64_t vocab = 17;
+    const int64_t a = tp.Embed("ea", vocab, width), b = tp.Embed("eb", vocab, width);
+    tp.Weight("gamma", "f32", {width});
+    tp.Weight("bias", "f32", {width});
+    const int64_t norm = tp.Region(width), biased = tp.Region(width), act = tp.Region(width), prod = tp.Region(width),
+                  sum = tp.Region(width);
+    tp.Launch("rms_norm", {tp.ArenaBinding("input", a), TestPlan::WeightBinding("gamma", "gamma"), tp.ArenaBinding("result", norm)},
+              "\"eps\":1e-5");
+    tp.Launch("bias_add", {tp.ArenaBinding("input", norm), TestPlan::WeightBinding("bias", "bias"), tp.ArenaBinding("result", biased)}, "");
+    tp.Launch("silu", {tp.ArenaBinding("input", biased), tp.ArenaBinding("result", act)}, absl::StrCat("\"width\":", width));
+    tp.Launch("mul", {tp.ArenaBinding("lhs", act), tp.ArenaBinding("rhs", b), tp.ArenaBinding("result", prod)},
+              absl::StrCat("\"width\":", width));
+    tp.Launch("add", {tp.ArenaBinding("lhs", prod), tp.ArenaBinding("rhs", a), tp.ArenaBinding("result", sum)},
+              absl::StrCat("\"width\":", width));
+    const std::vector<StepBatch> batches = {MakeBatch({{0, 5}}, 2, vocab, tp.rng()), MakeBatch({{0, 2}, {1, 1}}, 2, vocab, tp.rng())};
+    ExpectSameOutputs(tp, norm, width, batches, 4, absl::StrCat("rms_norm ", width));
+    ExpectSameOutputs(tp, biased, width, batches, 4, absl::StrCat("bias_add ", width));
+    ExpectSameOutputs(tp, act, width, batches, 4, absl::StrCat("silu ", width));
+    ExpectSameOutputs(tp, sum, width, batches, 4, absl::StrCat("mul then add ", width));
+  }
+}
+
+// gather_rows picks R of T rows; the head after it then runs on R rows only.
+TEST(VulkanKernels, GatherRowsThenHeadOnFewerRows) {
+  TestPlan tp;
+  const int64_t vocab = 19, width = 24, n = 33;
+  const int64_t x = tp.Embed("emb", vocab, width);
+  const int64_t g = tp.Region(width);
+  tp.Launch("gather_rows", {tp.ArenaBinding("input", x), TestPlan::InputBinding("logit_rows"), tp.ArenaBinding("result", g)},
+            absl::StrCat("\"width\":", width));
+  tp.Weight("gamma", "f32", {32});
+  tp.Weight("head", "q8_0", {n, 32});
+  tp.Weight("proj", "f32", {32, width});
+  const int64_t p = tp.Region(32), y = tp.Region(n);
+  tp.Launch("matmul.f32", {tp.ArenaBinding("input", g), TestPlan::WeightBinding("weight", "proj"), tp.ArenaBinding("result", p)},
+            absl::StrCat("\"k\":", width, ",\"n\":32"));
+  tp.Launch("fused_matmul.norm.q8_0",
+            {tp.ArenaBinding("input", p), TestPlan::WeightBinding("norm", "gamma"), TestPlan::WeightBinding("weight0", "head"),
+             tp.ArenaBinding("result0", y)},
+            "\"epilogue\":\"none\",\"eps\":1e-5,\"k\":32,\"n\":[33]");
+  ExpectSameOutputs(tp, y, n,
+                    {MakeBatch({{0, 6}}, 2, vocab, tp.rng(), {4, 0, 5}), MakeBatch({{0, 3}, {2, 2}}, 2, vocab, tp.rng(), {2, 4}),
+                     MakeBatch({{0, 1}}, 1, vocab, tp.rng())},
+                    4, "gather_rows and head");
+}
+
+TEST(VulkanKernels, ArgmaxFirstOfEqualMaxima) {
+  for (int64_t width : {1, 5, 100, 517}) {
+    TestPlan tp;
+    const int64_t vocab = 9;
+    const int64_t x = tp.Embed("emb", vocab, width);
+    const int64_t r = tp.Region(1);
+    tp.Launch("argmax", {tp.ArenaBinding("input", x), tp.ArenaBinding("result", r)}, absl::StrCat("\"width\":", width));
+    // The ids are int32 bits in the float result: compared bit for bit.
+    ExpectSameOutputs(tp, r, 1, {MakeBatch({{0, 8}}, 2, vocab, tp.rng())}, 4, absl::StrCat("argmax ", width), kExact);
+  }
+}
+
+TEST(VulkanKernels, RopeStylesAndPartialRotation) {
+  struct Case {
+    const char* style;
+    int64_t heads, head_dim, dims;
+    const char* scaling;
+  };
+  for (const Case& c : {Case{"interleaved", 3, 8, 8, "none"}, Case{"half", 2, 12, 8, "none"},
+                        Case{"interleaved", 1, 6, 4, "linear"}}) {
+    TestPlan tp;
+    const int64_t vocab = 11, w = c.heads * c.head_dim;
+    const int64_t x = tp.Embed("emb", vocab, w);
+    const int64_t r = tp.Region(w);
+    const std::string constants = absl::StrCat(
+        "\"num_heads\":", c.heads, ",\"head_dim\":", c.head_dim, ",\"rope_dims\":", c.dims, ",\"rope_style\":\"",
+        c.style, "\",\"rope_theta\":500,\"rope_scaling\":\"", c.scaling, "\",\"rope_factor\":4");
+    tp.Launch("rope", {tp.ArenaBinding("input", x), TestPlan::InputBinding("positions"), tp.ArenaBinding("result", r)}, constants);
+    // In place too: rope over its own output.
+    tp.Launch("rope", {tp.ArenaBinding("input", r), TestPlan::InputBinding("positions"), tp.ArenaBinding("result", r)}, constants);
+    ExpectSameOutputs(tp, r, w, {MakeBatch({{0, 3}, {40, 4}}, 16, vocab, tp.rng())}, 32, absl::StrCat("rope ", c.style));
+  }
+}
+
+// Prefill chunks, decode steps and a mixed batch over pages in a shuffled
+// order, with and without rope in the attention front, GQA 1, 2 and 4.
+TEST(VulkanKernels, PagedAttentionPrefillAndDecode) {
+  struct Case {
+    int64_t heads, kv_heads, head_dim, page_size;
+    bool rope;
+  };
+  for (const Case& c : {Case{4, 2, 8, 4, true}, Case{2, 2, 5, 3, false}, Case{8, 2, 16, 16, true}}) {
+    TestPlan tp;
+    tp.SetPool(2, c.kv_heads, c.head_dim, c.page_size, 64);
+    const int64_t vocab = 13, qw = c.heads * c.head_dim, kw = c.kv_heads * c.head_dim;
+    const int64_t q = tp.Embed("eq", vocab, qw), k = tp.Embed("ek", vocab, kw), v = tp.Embed("ev", vocab, kw);
+    const int64_t out0 = tp.Region(qw), out1 = tp.Region(qw);
+    for (int layer = 0; layer < 2; ++layer) {
+      std::string constants = absl::StrCat("\"head_dim\":", c.head_dim, ",\"kv_type\":\"f32\",\"layer\":", layer,
+                                           ",\"max_tokens\":64,\"num_heads\":", c.heads, ",\"num_kv_heads\":", c.kv_heads,
+                                           ",\"page_size\":", c.page_size, ",\"scale\":", 1.0 / std::sqrt(double(c.head_dim)));
+      if (c.rope) {
+        absl::StrAppend(&constants, ",\"rope_dims\":", c.head_dim, ",\"rope_style\":\"interleaved\",\"rope_theta\":10000");
+      }
+      tp.Launch(c.rope ? "paged_attention.rope" : "paged_attention",
+                {tp.ArenaBinding("q", layer == 0 ? q : out0), tp.ArenaBinding("k", k), tp.ArenaBinding("v", v),
+                 TestPlan::InputBinding("kv"), TestPlan::InputBinding("positions"), TestPlan::InputBinding("query_starts"),
+                 TestPlan::InputBinding("context_lens"), TestPlan::InputBinding("block_tables"),
+                 tp.ArenaBinding("result", layer == 0 ? out0 : out1)},
+                constants);
+    }
+    const int32_t pages = static_cast<int32_t>(64 / c.page_size);
+    // Sequence 0's prefill, sequence 1's prefill, then both decode (1 a chunk of 2 last).
+    const std::vector<StepBatch> steps = {MakeBatch({{0, 7, 0}}, pages / 2, vocab, tp.rng()),
+                                          MakeBatch({{0, 5, 1}}, pages / 2, vocab, tp.rng()),
+                                          MakeBatch({{5, 1, 1}, {7, 1, 0}}, pages / 2, vocab, tp.rng()),
+                                          MakeBatch({{6, 2, 1}, {8, 1, 0}}, pages / 2, vocab, tp.rng())};
+    ExpectSameOutputs(tp, out1, qw, steps, pages, absl::StrCat("attention hd ", c.head_dim, " gqa ", c.heads / c.kv_heads));
   }
 }
 

@@ -114,14 +114,15 @@ class TestPlan {
   std::string pool_ = "\"layers\":1,\"kv_heads\":1,\"head_dim\":4,\"page_size\":4,\"max_tokens\":64";
 };
 
-// One sequence of a step: `fresh` new tokens after `cached` earlier ones.
+// One sequence of a step: `fresh` new tokens after `cached` earlier ones;
+// `id` (default: its index in the step) picks its pages.
 struct SeqStep {
-  int32_t cached = 0, fresh = 1;
+  int32_t cached = 0, fresh = 1, id = -1;
 };
 
-// A ragged batch over sequences whose pages are laid out one after another
-// in reverse (so block tables matter), every row's logits requested unless
-// `rows` is given.
+// A ragged batch; sequence `id` owns pages id * pages_per_seq onwards, in
+// reverse order (so block tables matter). Every row's logits are requested
+// unless `rows` is given.
 inline StepBatch MakeBatch(const std::vector<SeqStep>& seqs, int32_t pages_per_seq, int32_t vocab, std::mt19937& rng,
                            std::vector<int32_t> rows = {}) {
   StepBatch b;
@@ -135,7 +136,8 @@ inline StepBatch MakeBatch(const std::vector<SeqStep>& seqs, int32_t pages_per_s
     }
     b.query_starts.push_back(static_cast<int32_t>(b.tokens.size()));
     b.context_lens.push_back(seqs[s].cached + seqs[s].fresh);
-    for (int32_t p = 0; p < pages_per_seq; ++p) b.block_tables.push_back((n - 1 - s) * pages_per_seq + p);
+    const int32_t id = seqs[s].id >= 0 ? seqs[s].id : s;
+    for (int32_t p = 0; p < pages_per_seq; ++p) b.block_tables.push_back((id + 1) * pages_per_seq - 1 - p);
   }
   if (rows.empty()) {
     for (size_t i = 0; i < b.tokens.size(); ++i) rows.push_back(static_cast<int32_t>(i));
