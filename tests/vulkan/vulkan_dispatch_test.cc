@@ -1,0 +1,136 @@
+// Host cost of a Vulkan decode step: the CPU time of the calling thread per
+// step (writing the step inputs, one submit, the fence wait, copying R logit
+// rows), measured on a 32-layer Llama-shaped plan with small widths so that
+// lavapipe runs it in CI. The dispatches themselves run on the driver's
+// threads; what is measured here is the overhead a recorded command buffer
+// leaves on the host, which does not grow with the layer count.
+#include <time.h>
+
+#include <chrono>
+#include <utility>
+
+#include "gtest/gtest.h"
+#include "tests/vulkan/vulkan_test_plan.h"
+
+namespace kiln::testing {
+namespace {
+
+double ThreadCpuMicros() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+// Embedding, per layer: norm+QKV, attention with rope, output projection +
+// residual, norm+gate/up with silu_mul, down + residual; then gather_rows and
+// the normed head: the launch sequence kiln compiles a Llama into.
+absl::StatusOr<Plan> LlamaShapedPlan(TestPlan& tp, int layers, int64_t* result, int64_t* vocab_out) {
+  const int64_t vocab = 64, d = 32, heads = 4, kv_heads = 2, head_dim = 8, ff = 64;
+  tp.SetPool(layers, kv_heads, head_dim, 16, 256);
+  int64_t x = tp.Embed("token_embd", vocab, d);
+  const int64_t q = tp.Region(heads * head_dim), k = tp.Region(kv_heads * head_dim), v = tp.Region(kv_heads * head_dim),
+                att = tp.Region(d), h = tp.Region(ff), x2 = tp.Region(d);
+  int64_t x3 = tp.Region(d);  // the layer's output; swapped with x after each layer
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = absl::StrCat("blk.", l, ".");
+    tp.Weight(p + "attn_norm", "f32", {d});
+    tp.Weight(p + "q", "q8_0", {heads * head_dim, d});
+    tp.Weight(p + "k", "q8_0", {kv_heads * head_dim, d});
+    tp.Weight(p + "v", "q8_0", {kv_heads * head_dim, d});
+    tp.Weight(p + "o", "q8_0", {d, d});
+    tp.Weight(p + "ffn_norm", "f32", {d});
+    tp.Weight(p + "gate", "q8_0", {ff, d});
+    tp.Weight(p + "up", "q8_0", {ff, d});
+    tp.Weight(p + "down", "q8_0", {d, ff});
+    tp.Launch("fused_matmul.norm.q8_0",
+              {tp.ArenaBinding("input", x), TestPlan::WeightBinding("norm", p + "attn_norm"),
+               TestPlan::WeightBinding("weight0", p + "q"), TestPlan::WeightBinding("weight1", p + "k"),
+               TestPlan::WeightBinding("weight2", p + "v"), tp.ArenaBinding("result0", q), tp.ArenaBinding("result1", k),
+               tp.ArenaBinding("result2", v)},
+              "\"epilogue\":\"none\",\"eps\":1e-5,\"k\":32,\"n\":[32,16,16]");
+    tp.Launch("paged_attention.rope",
+              {tp.ArenaBinding("q", q), tp.ArenaBinding("k", k), tp.ArenaBinding("v", v), TestPlan::InputBinding("kv"),
+               TestPlan::InputBinding("positions"), TestPlan::InputBinding("query_starts"),
+               TestPlan::InputBinding("context_lens"), TestPlan::InputBinding("block_tables"),
+               tp.ArenaBinding("result", att)},
+              absl::StrCat("\"head_dim\":8,\"kv_type\":\"f32\",\"layer\":", l,
+                           ",\"num_heads\":4,\"num_kv_heads\":2,\"page_size\":16,\"scale\":0.35,\"rope_dims\":8,"
+                           "\"rope_style\":\"interleaved\",\"rope_theta\":10000"));
+    tp.Launch("fused_matmul.residual_add.q8_0",
+              {tp.ArenaBinding("input", att), TestPlan::WeightBinding("weight0", p + "o"), tp.ArenaBinding("residual", x),
+               tp.ArenaBinding("result0", x2)},
+              "\"epilogue\":\"residual_add\",\"k\":32,\"n\":[32]");
+    tp.Launch("fused_matmul.norm.silu_mul.q8_0",
+              {tp.ArenaBinding("input", x2), TestPlan::WeightBinding("norm", p + "ffn_norm"),
+               TestPlan::WeightBinding("weight0", p + "gate"), TestPlan::WeightBinding("weight1", p + "up"),
+               tp.ArenaBinding("result0", h)},
+              "\"epilogue\":\"silu_mul\",\"eps\":1e-5,\"k\":32,\"n\":[64,64]");
+    tp.Launch("fused_matmul.residual_add.q8_0",
+              {tp.ArenaBinding("input", h), TestPlan::WeightBinding("weight0", p + "down"), tp.ArenaBinding("residual", x2),
+               tp.ArenaBinding("result0", x3)},
+              "\"epilogue\":\"residual_add\",\"k\":64,\"n\":[32]");
+    std::swap(x, x3);
+  }
+  const int64_t last = tp.Region(d), logits = tp.Region(vocab);
+  tp.Launch("gather_rows", {tp.ArenaBinding("input", x), TestPlan::InputBinding("logit_rows"), tp.ArenaBinding("result", last)},
+            "\"width\":32");
+  tp.Weight("output_norm", "f32", {d});
+  tp.Weight("output", "q8_0", {vocab, d});
+  tp.Launch("fused_matmul.norm.q8_0",
+            {tp.ArenaBinding("input", last), TestPlan::WeightBinding("norm", "output_norm"),
+             TestPlan::WeightBinding("weight0", "output"), tp.ArenaBinding("result0", logits)},
+            "\"epilogue\":\"none\",\"eps\":1e-5,\"k\":32,\"n\":[64]");
+  *result = logits;
+  *vocab_out = vocab;
+  return tp.Build(logits, vocab);
+}
+
+TEST(VulkanDispatch, HostCpuTimePerDecodeStepOf32Layers) {
+  TestPlan tp({1, 8});
+  int64_t result = 0, vocab = 0;
+  absl::StatusOr<Plan> plan = LlamaShapedPlan(tp, 32, &result, &vocab);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->launches.size(), 32u * 5 + 3);
+  std::string skip;
+  absl::StatusOr<std::vector<uint8_t>> bundle = codegen::spirv::GenerateVulkanKernels(*plan);
+  ASSERT_TRUE(bundle.ok()) << bundle.status();
+  vulkan::VulkanExecutorOptions options;
+  options.num_pages = 16;
+  absl::StatusOr<std::unique_ptr<Executor>> gpu = vulkan::CreateVulkanExecutor(*plan, tp.Source(), *bundle, options);
+  if (!gpu.ok() && absl::IsUnavailable(gpu.status())) GTEST_SKIP() << "no Vulkan: " << gpu.status().message();
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  CpuExecutorOptions cpu_options;
+  cpu_options.num_pages = 16;
+  absl::StatusOr<std::unique_ptr<CpuExecutor>> cpu = CpuExecutor::Create(*plan, tp.Source(), cpu_options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+
+  // Prefill 8 tokens, then decode one token at a time; the logits must track the CPU's throughout.
+  const StepBatch prefill = MakeBatch({{0, 8}}, 16, static_cast<int32_t>(vocab), tp.rng(), {7});
+  ASSERT_TRUE((*gpu)->Step(prefill).ok());
+  ASSERT_TRUE((*cpu)->Step(prefill).ok());
+  constexpr int kSteps = 20;  // lavapipe spends ~0.1 s of wall time on each
+  double cpu_us = 0, wall_us = 0, worst_error = 0;
+  for (int i = 0; i < kSteps; ++i) {
+    const StepBatch decode = MakeBatch({{8 + i, 1}}, 16, static_cast<int32_t>(vocab), tp.rng());
+    const double c0 = ThreadCpuMicros();
+    const auto w0 = std::chrono::steady_clock::now();
+    absl::StatusOr<std::span<const float>> got = (*gpu)->Step(decode);
+    wall_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count();
+    cpu_us += ThreadCpuMicros() - c0;
+    ASSERT_TRUE(got.ok()) << got.status();
+    const std::vector<float> mine(got->begin(), got->end());
+    absl::StatusOr<std::span<const float>> want = (*cpu)->Step(decode);
+    ASSERT_TRUE(want.ok()) << want.status();
+    worst_error = std::max(worst_error, RelativeL2(mine, *want));
+  }
+  std::printf("%s: 32 layers, %zu launches per step: host CPU %.1f us per decode step (wall %.1f us); logits vs CPU "
+              "relative L2 <= %.2e\n",
+              (*gpu)->Describe().c_str(), plan->launches.size(), cpu_us / kSteps, wall_us / kSteps, worst_error);
+  // 32 layers of random weights amplify f32 summation-order differences (~7e-5 measured).
+  EXPECT_LT(worst_error, 5e-4);
+  // The budget for a 32-layer model.
+  EXPECT_LT(cpu_us / kSteps, 50.0);
+}
+
+}  // namespace
+}  // namespace kiln::testing
