@@ -41,8 +41,7 @@ int RunServe(int argc, char** argv) {
       .Flag("lookup", "speculative decoding with n-gram lookup in each request's text as the draft")
       .Option("draft-max", "N", "longest draft per sequence and step (it adapts below this)", "8")
       .Option("spec-budget", "N",
-              "step size in tokens up to which drafted tokens are verified (the step's memory-bound\n"
-              "range; auto: measured at startup); larger batches decode without drafts", "auto");
+              "tokens a step may hold with drafts (auto: the memory-bound range, measured at startup)", "auto");
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("serve", std::string(s.message()));
   if (args.help_requested()) {
     std::printf("%s", args.Help().c_str());
