@@ -206,6 +206,14 @@ void OpenAiApi::Completions(const HttpRequest& request, ResponseWriter& writer, 
   }
   const JsonValue* stream_v = body->Find("stream");
   const bool stream = stream_v != nullptr && stream_v->is_bool() && stream_v->bool_value();
+  bool include_usage = false;
+  if (const JsonValue* so = body->Find("stream_options"); so != nullptr && !so->is_null()) {
+    const JsonValue* iu = so->is_object() ? so->Find("include_usage") : nullptr;
+    if (!so->is_object() || (iu != nullptr && !iu->is_null() && !iu->is_bool())) {
+      return bad("'stream_options' must be an object with a boolean 'include_usage'", "stream_options");
+    }
+    include_usage = iu != nullptr && iu->is_bool() && iu->bool_value();
+  }
 
   std::vector<int32_t> prompt;
   if (chat) {
@@ -318,6 +326,32 @@ void OpenAiApi::Completions(const HttpRequest& request, ResponseWriter& writer, 
     return o;
   };
 
+  // The usage block (under shared->mu, once every choice is done).
+  auto usage_json = [&] {
+    int64_t completion_tokens = 0;
+    SpeculativeStats sum;  // over the choices
+    for (const Choice& c : shared->choices) {
+      completion_tokens += static_cast<int64_t>(c.tokens.size());
+      sum.steps += c.speculation.steps;
+      sum.drafted += c.speculation.drafted;
+      sum.accepted += c.speculation.accepted;
+    }
+    JsonValue usage = JsonValue::MakeObject();
+    usage.Set("prompt_tokens", JsonValue::Int(static_cast<int64_t>(prompt.size())));
+    usage.Set("completion_tokens", JsonValue::Int(completion_tokens));
+    usage.Set("total_tokens", JsonValue::Int(static_cast<int64_t>(prompt.size()) + completion_tokens));
+    if (engine_.speculative()) {
+      // The mean is accepted tokens per verification that carried a draft.
+      JsonValue spec = JsonValue::MakeObject();
+      spec.Set("drafted", JsonValue::Int(sum.drafted));
+      spec.Set("accepted", JsonValue::Int(sum.accepted));
+      spec.Set("verifications", JsonValue::Int(sum.steps));
+      spec.Set("mean_accepted_length", JsonValue::Number(sum.mean_accepted_length()));
+      usage.Set("speculative", std::move(spec));
+    }
+    return usage;
+  };
+
   std::unique_lock<std::mutex> lock(shared->mu);
   auto all_done = [&] {
     for (const Choice& c : shared->choices) {
@@ -336,10 +370,8 @@ void OpenAiApi::Completions(const HttpRequest& request, ResponseWriter& writer, 
     }
     JsonValue out = envelope();
     JsonValue choices = JsonValue::MakeArray();
-    int64_t completion_tokens = 0;
     for (size_t k = 0; k < shared->choices.size(); ++k) {
       Choice& c = shared->choices[k];
-      completion_tokens += static_cast<int64_t>(c.tokens.size());
       if (c.finish_reason != "stop") c.text += c.decoder->Finish();
       JsonValue ch = JsonValue::MakeObject();
       ch.Set("index", JsonValue::Int(static_cast<int64_t>(k)));
@@ -356,26 +388,7 @@ void OpenAiApi::Completions(const HttpRequest& request, ResponseWriter& writer, 
       choices.array().push_back(std::move(ch));
     }
     out.Set("choices", std::move(choices));
-    JsonValue usage = JsonValue::MakeObject();
-    usage.Set("prompt_tokens", JsonValue::Int(static_cast<int64_t>(prompt.size())));
-    usage.Set("completion_tokens", JsonValue::Int(completion_tokens));
-    usage.Set("total_tokens", JsonValue::Int(static_cast<int64_t>(prompt.size()) + completion_tokens));
-    if (engine_.speculative()) {
-      // Summed over the choices; the mean is accepted tokens per
-      // verification that carried a draft.
-      SpeculativeStats sum;
-      for (const Choice& c : shared->choices) {
-        sum.steps += c.speculation.steps;
-        sum.drafted += c.speculation.drafted;
-        sum.accepted += c.speculation.accepted;
-      }
-      JsonValue spec = JsonValue::MakeObject();
-      spec.Set("drafted", JsonValue::Int(sum.drafted));
-      spec.Set("accepted", JsonValue::Int(sum.accepted));
-      spec.Set("verifications", JsonValue::Int(sum.steps));
-      spec.Set("mean_accepted_length", JsonValue::Number(sum.mean_accepted_length()));
-      usage.Set("speculative", std::move(spec));
-    }
+    JsonValue usage = usage_json();
     out.Set("usage", std::move(usage));
     lock.unlock();
     writer.Send(200, "application/json", ToJson(out));
@@ -443,7 +456,17 @@ void OpenAiApi::Completions(const HttpRequest& request, ResponseWriter& writer, 
       return;
     }
   }
-  lock.unlock();
+  if (include_usage) {
+    // OpenAI's stream_options.include_usage: one last chunk with no choices.
+    JsonValue ev = envelope();
+    ev.Set("choices", JsonValue::MakeArray());
+    ev.Set("usage", usage_json());
+    const std::string event = absl::StrCat("data: ", ToJson(ev), "\n\n");
+    lock.unlock();
+    if (!writer.Write(event)) return;
+  } else {
+    lock.unlock();
+  }
   writer.Write("data: [DONE]\n\n");
   writer.End();
 }

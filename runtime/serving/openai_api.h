@@ -1,6 +1,7 @@
 // The OpenAI-compatible HTTP API of `kiln serve`: /v1/completions and
 // /v1/chat/completions (with SSE streaming, n, stop, max_tokens,
-// temperature, top_p, seed, logprobs, usage; with a drafter, a per-request
+// temperature, top_p, seed, logprobs, usage (streamed too with
+// stream_options.include_usage); with a drafter, a per-request
 // "speculative" switch and usage.speculative), /v1/models, /health, the
 // Prometheus /metrics and a small chat page at /.
 #pragma once

@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
 #include "runtime/util/json.h"
 #include "tests/serving/serve_client.h"
 #include "tests/test_support.h"
@@ -108,6 +109,44 @@ TEST(ServeSpeculative, DraftModelGivesTheGoldensAndReportsItsCounts) {
     EXPECT_EQ(plain.drafted, 0);
     EXPECT_EQ(plain.accepted, 0);
   }
+  // Streamed, with stream_options.include_usage: the same text, and the
+  // counts in a last chunk that has no choices.
+  const GoldenCase& g = goldens[0];
+  const HttpReply streamed = HttpCall(
+      server.port(), "POST", "/v1/completions",
+      absl::StrCat(R"({"prompt": )", ToJson(JsonValue::String(g.prompt)), R"(, "max_tokens": )", g.tokens,
+                   R"(, "temperature": 0, "stream": true, "stream_options": {"include_usage": true}})"));
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  std::string text;
+  std::vector<JsonValue> events;
+  for (size_t at = 0; (at = streamed.body.find("data: ", at)) != std::string::npos;) {
+    const size_t end = streamed.body.find("\n\n", at);
+    const std::string data = streamed.body.substr(at + 6, end - at - 6);
+    at = end;
+    if (data == "[DONE]") break;
+    absl::StatusOr<JsonValue> ev = ParseJson(data);
+    ASSERT_TRUE(ev.ok()) << data;
+    events.push_back(*std::move(ev));
+  }
+  ASSERT_FALSE(events.empty());
+  for (const JsonValue& ev : events) {
+    for (const JsonValue& ch : ev.Find("choices")->array()) text += ch.Find("text")->string_value();
+  }
+  EXPECT_EQ(text, g.text);
+  EXPECT_TRUE(events.back().Find("choices")->array().empty());
+  const JsonValue* usage = events.back().Find("usage");
+  ASSERT_NE(usage, nullptr);
+  EXPECT_EQ(*usage->Find("completion_tokens")->int_value(), g.tokens);
+  const JsonValue* spec = usage->Find("speculative");
+  ASSERT_NE(spec, nullptr);
+  const int64_t streamed_drafted = *spec->Find("drafted")->int_value();
+  const int64_t streamed_accepted = *spec->Find("accepted")->int_value();
+  EXPECT_GT(streamed_drafted, 0);
+  EXPECT_LE(streamed_accepted, streamed_drafted);
+  drafted += streamed_drafted;
+  accepted += streamed_accepted;
+  verifications += *spec->Find("verifications")->int_value();
+
   const std::string metrics = HttpCall(server.port(), "GET", "/metrics").body;
   EXPECT_EQ(Metric(metrics, "kiln_spec_drafted_tokens_total"), drafted);
   EXPECT_EQ(Metric(metrics, "kiln_spec_accepted_tokens_total"), accepted);
@@ -175,6 +214,10 @@ TEST(ServeSpeculative, ConflictingOrBadSpeculationOptionsAreErrors) {
                                  R"({"prompt": "Hi", "max_tokens": 4, "speculative": "yes"})");
   EXPECT_EQ(bad.status, 400);
   EXPECT_THAT(bad.body, HasSubstr("'speculative' must be a boolean"));
+  const HttpReply bad_options = HttpCall(server.port(), "POST", "/v1/completions",
+                                         R"({"prompt": "Hi", "stream": true, "stream_options": 3})");
+  EXPECT_EQ(bad_options.status, 400);
+  EXPECT_THAT(bad_options.body, HasSubstr("'stream_options' must be an object"));
 }
 
 }  // namespace
