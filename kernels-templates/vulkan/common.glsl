@@ -6,17 +6,20 @@
 // (`#define NAME value`) in front of this file; WG (threads per workgroup)
 // is always one of them.
 //
-// Bindings (set 0): 0..3 the weights of the launch as raw 32-bit words,
-// 4 an f32 vector (norm gain, bias or a rope cos/sin table), 5 the
-// activation arena, 6 the KV pages of the launch's layer, 7 the io buffer.
-// Bindings a launch does not use hold a small dummy buffer.
+// Bindings (set 0): 0..2 the weights of the launch as raw 32-bit words,
+// 3 the host-visible io buffer (only the logits are written there), 4 an f32
+// vector (norm gain, bias or a rope cos/sin table), 5 the activation arena,
+// 6 the KV pages of the launch's layer, 7 the step inputs, copied from the
+// io buffer into device memory at the start of every step (so kernels never
+// read the host's memory across the bus). Bindings a launch does not use hold
+// a small dummy buffer.
 
 layout(local_size_x = WG) in;
 
 layout(std430, set = 0, binding = 0) readonly buffer Weight0 { uint w0[]; };
 layout(std430, set = 0, binding = 1) readonly buffer Weight1 { uint w1[]; };
 layout(std430, set = 0, binding = 2) readonly buffer Weight2 { uint w2[]; };
-layout(std430, set = 0, binding = 3) readonly buffer Weight3 { uint w3[]; };
+layout(std430, set = 0, binding = 3) buffer HostIo { int host_io[]; };
 layout(std430, set = 0, binding = 4) readonly buffer Vector { float vec_[]; };
 layout(std430, set = 0, binding = 5) buffer Arena { float arena[]; };
 layout(std430, set = 0, binding = 6) buffer KvPages { float kv[]; };
@@ -36,7 +39,7 @@ layout(push_constant) uniform Params {
   uint kv_half;  // floats from a K row to its V row
 } pc;
 
-// The io header (runtime/vulkan/vulkan_io.h writes the same layout).
+// The step inputs' header (runtime/vulkan/vulkan_executor.cc writes the same layout).
 #define IO_T 0
 #define IO_S 1
 #define IO_R 2

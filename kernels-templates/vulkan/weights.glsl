@@ -1,6 +1,6 @@
 // Element decoder of one weight slot, instantiated once per slot that a
 // kernel reads. Codegen defines before including it:
-//   WBUF (w0..w3), WBYTE / WF16 / WREAD (this slot's function names),
+//   WBUF (w0..w2), WBYTE / WF16 / WREAD (this slot's function names),
 //   WSTORAGE (an ST_* of common.glsl), WROW_BYTES (bytes of one row, a uint
 //   literal), WGROUP (elements per group for int4 / int2).
 // WREAD(row, e) is element e of row `row`, decoded exactly as the reference

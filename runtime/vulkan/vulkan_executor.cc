@@ -27,7 +27,9 @@ namespace {
     }                                                                                                   \
   } while (0)
 
-// The io buffer's header (kernels-templates/vulkan/common.glsl reads it).
+// The step inputs' header (kernels-templates/vulkan/common.glsl reads it).
+// The block tables come last among the inputs: a bucket of B tokens copies
+// only B sequences' worth of them to the device.
 enum IoField : int32_t {
   kIoT = 0, kIoS, kIoR, kIoPagesPerSeq, kIoTokens, kIoPositions, kIoQueryStarts, kIoContextLens, kIoLogitRows,
   kIoBlockTables, kIoLogitsOut, kIoHeaderInts = 16
@@ -92,7 +94,7 @@ class VulkanExecutor final : public Executor {
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t queue_family_ = 0;
 
-  Buffer weights_, arena_, kv_, io_, dummy_;
+  Buffer weights_, arena_, kv_, io_, step_inputs_, dummy_;
   struct Placed {
     VkDeviceSize offset = 0, size = 0;
   };
@@ -113,7 +115,7 @@ class VulkanExecutor final : public Executor {
   int64_t num_pages_ = 0, n_vocab_ = 0, max_token_ = 0;
   int64_t kv_half_floats_ = 0;
   int64_t io_offsets_[kIoHeaderInts] = {};
-  int64_t block_table_capacity_ = 0;
+  int64_t pages_per_seq_capacity_ = 0;  // block-table entries per sequence the io buffer holds
   std::vector<float> logits_;
 };
 
@@ -126,7 +128,7 @@ VulkanExecutor::~VulkanExecutor() {
     for (auto& [key, p] : pipelines_) api_.vkDestroyPipeline(device_, p, nullptr);
     if (pipeline_layout_) api_.vkDestroyPipelineLayout(device_, pipeline_layout_, nullptr);
     if (set_layout_) api_.vkDestroyDescriptorSetLayout(device_, set_layout_, nullptr);
-    for (Buffer* b : {&weights_, &arena_, &kv_, &io_, &dummy_}) DestroyBuffer(*b);
+    for (Buffer* b : {&weights_, &arena_, &kv_, &io_, &step_inputs_, &dummy_}) DestroyBuffer(*b);
     api_.vkDestroyDevice(device_, nullptr);
   }
   if (instance_ != VK_NULL_HANDLE) api_.vkDestroyInstance(instance_, nullptr);
@@ -490,7 +492,8 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
       const VkDeviceSize bind = start / storage_align_ * storage_align_;
       info[6] = VkDescriptorBufferInfo{kv_.buffer, bind, std::min<VkDeviceSize>(kv_.size - bind, start - bind + layer_bytes)};
     }
-    info[7] = VkDescriptorBufferInfo{io_.buffer, 0, VK_WHOLE_SIZE};
+    info[3] = VkDescriptorBufferInfo{io_.buffer, 0, VK_WHOLE_SIZE};
+    info[7] = VkDescriptorBufferInfo{step_inputs_.buffer, 0, VK_WHOLE_SIZE};
     VkWriteDescriptorSet writes[8];
     for (uint32_t i = 0; i < 8; ++i) {
       writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
@@ -531,7 +534,14 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
   if (options_.poison_arena) {
     api_.vkCmdFillBuffer(cb, arena_.buffer, 0, VK_WHOLE_SIZE, 0x7FC00000u);  // quiet NaN
   }
-  // The previous step's work and any transfer are done before this one reads.
+  // The step inputs into device memory: everything before the block tables,
+  // and the block tables of at most B sequences. The previous step's kernels
+  // have read the old inputs (they ran before this submit's fence wait).
+  barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, VK_PIPELINE_STAGE_TRANSFER_BIT, 0);
+  const VkDeviceSize tables = io_offsets_[kIoBlockTables] * 4;
+  const VkBufferCopy inputs[2] = {{0, 0, tables}, {tables, tables, static_cast<VkDeviceSize>(B * pages_per_seq_capacity_ * 4)}};
+  api_.vkCmdCopyBuffer(cb, io_.buffer, step_inputs_.buffer, 2, inputs);
+  // The previous step's work and this step's copies are done before its kernels run.
   barrier(VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
           VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
   std::vector<Access> pending_reads, pending_writes;
@@ -665,11 +675,11 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
 
   // io: header, step inputs for the largest bucket, then the logit rows.
   const int64_t max_b = plan_.buckets.back();
-  block_table_capacity_ = max_b * std::max(num_pages_, needed);
+  pages_per_seq_capacity_ = std::max(num_pages_, needed);
   int64_t at = kIoHeaderInts;
   const std::pair<IoField, int64_t> fields[] = {{kIoTokens, max_b},     {kIoPositions, max_b},
                                                 {kIoQueryStarts, max_b + 1}, {kIoContextLens, max_b},
-                                                {kIoLogitRows, max_b},  {kIoBlockTables, block_table_capacity_},
+                                                {kIoLogitRows, max_b},  {kIoBlockTables, max_b * pages_per_seq_capacity_},
                                                 {kIoLogitsOut, max_b * n_vocab_}};
   for (const auto& [field, n] : fields) {
     io_offsets_[field] = at;
@@ -683,6 +693,9 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   absl::StatusOr<Buffer> io = CreateBuffer(at * 4, true, "io");
   if (!io.ok()) return io.status();
   io_ = *io;
+  absl::StatusOr<Buffer> inputs = CreateBuffer(io_offsets_[kIoLogitsOut] * 4, false, "step inputs");
+  if (!inputs.ok()) return inputs.status();
+  step_inputs_ = *inputs;
   int32_t* header = static_cast<int32_t*>(io_.mapped);
   for (int f = kIoTokens; f <= kIoLogitsOut; ++f) header[f] = static_cast<int32_t>(io_offsets_[f]);
   if (absl::Status s = RunOnce([&](VkCommandBuffer cb) {
@@ -709,9 +722,10 @@ absl::StatusOr<std::span<const float>> VulkanExecutor::Step(const StepBatch& bat
                                                         batch.tokens[i], i, max_token_));
     }
   }
-  if (static_cast<int64_t>(batch.block_tables.size()) > block_table_capacity_) {
-    return absl::OutOfRangeError(absl::StrFormat("step: %d block-table entries exceed the %d the backend holds",
-                                                 batch.block_tables.size(), block_table_capacity_));
+  const int64_t table_capacity = plan_.buckets[*bucket] * pages_per_seq_capacity_;
+  if (static_cast<int64_t>(batch.block_tables.size()) > table_capacity) {
+    return absl::OutOfRangeError(absl::StrFormat("step: %d block-table entries exceed the %d a %d-token step holds",
+                                                 batch.block_tables.size(), table_capacity, plan_.buckets[*bucket]));
   }
   int32_t* io = static_cast<int32_t*>(io_.mapped);
   io[kIoT] = static_cast<int32_t>(batch.tokens.size());
