@@ -24,9 +24,23 @@ constexpr int kMaxFusedWeights = 3;
 
 // Geometry of matmul_kernel: the decode variant (one token) runs
 // kDecodeWarps warps per block, each computing kDecodeRowsPerWarp outputs
-// (the activation chunk in registers serves them all); the tiled variant runs
-// kTiledWarps warps of one output each. Launches size their grids from these.
-constexpr int kDecodeWarps = 4, kDecodeRowsPerWarp = 4, kTiledWarps = 8;
+// for quantised storages (the activation chunk in registers serves them all;
+// plain f32/f16/bf16 rows, cheap to decode, take one output per warp and
+// keep more warps in flight); the tiled variant runs kTiledWarps warps of one
+// output each. Launches size their grids from these.
+constexpr int kDecodeWarps = 4, kDecodeRowsPerWarp = 2, kTiledWarps = 8;
+
+// The tensor-core matmul reads its activations as f16, written (normalised
+// when the launch has a norm prologue) by activations_f16_kernel once per
+// launch instead of once per output tile.
+struct ActivationsF16Params {
+  const float* x;
+  const float* gamma;  // or null
+  float eps;
+  int k;
+  const int* rows;
+  unsigned short* y;   // [rows, k] f16
+};
 
 // y[t, n] = epilogue(sum_k norm(x)[t, k] * W[n, k]) for t < *rows.
 struct MatmulParams {
@@ -43,6 +57,7 @@ struct MatmulParams {
   int n[kMaxFusedWeights];
   long long row_bytes;    // bytes of one weight row
   const float* residual;  // [rows, n] for residual_add
+  const unsigned short* x_f16;  // tensor-core kernel: x (normalised) as f16, [rows, k]
 };
 
 // One-operand and two-operand element-wise ops over rows of `width`.

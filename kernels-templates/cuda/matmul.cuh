@@ -2,9 +2,9 @@
 // for every storage, on CUDA cores with f32 operands. Lanes walk the weight
 // rows kLane elements (one decoder call) at a time, so each weight byte is
 // read once per token tile and decoded once. kTile 1 is the decode GEMV:
-// each warp computes kDecodeRowsPerWarp outputs, so the activation chunk a
-// lane loads (and normalises) serves several rows, and a storage's wide
-// decoder (32 elements, 16-byte loads) is used. kTile > 1 serves small
+// for quantised storages each warp computes kDecodeRowsPerWarp outputs, so
+// the activation chunk a lane loads (and normalises) serves several rows,
+// and a storage's wide decoder (32 elements, 16-byte loads) is used. kTile > 1 serves small
 // prefill buckets: one output per warp, the decoded chunk serving kTile
 // tokens. The optional RMS-norm prologue computes each token's 1/rms in the
 // block first.
@@ -25,7 +25,7 @@ __device__ __forceinline__ T Pick(const T (&a)[kMaxFusedWeights], int i) {
 template <class S, int kEpilogue, bool kNorm, int kTile>
 __global__ void __launch_bounds__(32 * (kTile == 1 ? kDecodeWarps : kTiledWarps)) matmul_kernel(MatmulParams p) {
   constexpr int kWarps = kTile == 1 ? kDecodeWarps : kTiledWarps;
-  constexpr int kRows = kTile == 1 ? kDecodeRowsPerWarp : 1;
+  constexpr int kRows = kTile == 1 && !S::kPlain ? kDecodeRowsPerWarp : 1;
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int rows = *p.rows;
@@ -81,6 +81,8 @@ __global__ void __launch_bounds__(32 * (kTile == 1 ? kDecodeWarps : kTiledWarps)
   // tile of tokens needs registers for its activations.
   constexpr int kLane = kTile == 1 ? S::kLaneElems : 8;
   const int chunks = p.k / kLane;
+  // Two 8-element steps in flight per lane; a wide step is enough on its own.
+#pragma unroll(kLane == 8 ? 2 : 1)
   for (int c = lane; c < chunks; c += 32) {
     const int e = c * kLane;
     float xv[kTile][kLane];

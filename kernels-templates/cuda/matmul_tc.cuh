@@ -33,7 +33,34 @@ __device__ __forceinline__ void MmaF16(float* c, const unsigned* a, const unsign
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <class S, int kEpilogue, bool kNorm>
+// One block per row: x (times 1/rms and the gain when kNorm) rounded to f16.
+template <bool kNorm>
+__global__ void __launch_bounds__(256) activations_f16_kernel(ActivationsF16Params p) {
+  const int t = blockIdx.x;
+  if (t >= *p.rows) return;
+  const float* x = p.x + static_cast<long long>(t) * p.k;
+  float scale = 1.0f;
+  if constexpr (kNorm) {
+    __shared__ double partial[8];
+    double sum = 0;
+    for (int i = threadIdx.x; i < p.k; i += blockDim.x) sum += static_cast<double>(x[i]) * x[i];
+    sum = WarpSumDouble(sum);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
+    __syncthreads();
+    double total = 0;
+    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) total += partial[w];
+    scale = static_cast<float>(1.0 / sqrt(total / static_cast<double>(p.k) + p.eps));
+  }
+  unsigned short* y = p.y + static_cast<long long>(t) * p.k;
+  for (int i = threadIdx.x; i < p.k; i += blockDim.x) {
+    const float v = kNorm ? __fmul_rn(__fmul_rn(x[i], scale), p.gamma[i]) : x[i];
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    y[i] = h;
+  }
+}
+
+template <class S, int kEpilogue>
 __global__ void __launch_bounds__(256) matmul_tc_kernel(MatmulParams p) {
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   const int rows = *p.rows;
@@ -41,21 +68,8 @@ __global__ void __launch_bounds__(256) matmul_tc_kernel(MatmulParams p) {
   if (t0 >= rows) return;
   const int n0 = blockIdx.x * kTcN;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  __shared__ float inv_rms[kTcM];
   __shared__ __align__(16) unsigned short xs[kTcM][kTcStride];
   __shared__ __align__(16) unsigned short ws[kParts][kTcN][kTcStride];
-  if constexpr (kNorm) {
-    for (int t = warp; t < kTcM; t += 8) {
-      double sum = 0;
-      if (t0 + t < rows) {
-        const float* xr = p.x + static_cast<long long>(t0 + t) * p.k;
-        for (int i = lane; i < p.k; i += 32) sum += static_cast<double>(xr[i]) * xr[i];
-      }
-      sum = WarpSumDouble(sum);
-      if (lane == 0) inv_rms[t] = static_cast<float>(1.0 / sqrt(sum / static_cast<double>(p.k) + p.eps));
-    }
-    __syncthreads();
-  }
   // The weight row each loading thread decodes (tile row tid / 4), per part;
   // the two activation rows it loads (tid / 4 and 64 + tid / 4).
   const int load_row = tid / 4, load_col = (tid % 4) * 8;
@@ -78,11 +92,11 @@ __global__ void __launch_bounds__(256) matmul_tc_kernel(MatmulParams p) {
       wrow[w] = valid ? Pick(p.w, wi + w) + static_cast<long long>(n) * p.row_bytes : nullptr;
     }
   }
-  const float* xrow[2];
+  const unsigned short* xrow[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int token = t0 + 64 * h + load_row;
-    xrow[h] = token < rows ? p.x + static_cast<long long>(token) * p.k : nullptr;
+    xrow[h] = token < rows ? p.x_f16 + static_cast<long long>(token) * p.k : nullptr;
   }
 
   // Global -> registers (f16 pairs) for the K step at k0.
@@ -91,27 +105,15 @@ __global__ void __launch_bounds__(256) matmul_tc_kernel(MatmulParams p) {
     const int e = k0 + load_col;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float v[8];
-      if (xrow[h] != nullptr && e + 8 <= p.k) {
-        LoadFloat8(xrow[h] + e, v);
-        if constexpr (kNorm) {
-          float gm[8];
-          LoadFloat8(p.gamma + e, gm);
-#pragma unroll
-          for (int i = 0; i < 8; ++i) v[i] = __fmul_rn(__fmul_rn(v[i], inv_rms[64 * h + load_row]), gm[i]);
-        }
+      if (xrow[h] != nullptr && e + 8 <= p.k && (p.k & 7) == 0) {
+        x_stage[h] = *reinterpret_cast<const uint4*>(xrow[h] + e);
       } else {
+        unsigned short v[8];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          float xv = 0.0f;
-          if (xrow[h] != nullptr && e + i < p.k) {
-            xv = xrow[h][e + i];
-            if constexpr (kNorm) xv = __fmul_rn(__fmul_rn(xv, inv_rms[64 * h + load_row]), p.gamma[e + i]);
-          }
-          v[i] = xv;
-        }
+        for (int i = 0; i < 8; ++i) v[i] = xrow[h] != nullptr && e + i < p.k ? xrow[h][e + i] : 0;
+        x_stage[h] = {v[0] | (static_cast<unsigned>(v[1]) << 16), v[2] | (static_cast<unsigned>(v[3]) << 16),
+                      v[4] | (static_cast<unsigned>(v[5]) << 16), v[6] | (static_cast<unsigned>(v[7]) << 16)};
       }
-      x_stage[h] = {PackHalf2(v[0], v[1]), PackHalf2(v[2], v[3]), PackHalf2(v[4], v[5]), PackHalf2(v[6], v[7])};
     }
 #pragma unroll
     for (int w = 0; w < kParts; ++w) {

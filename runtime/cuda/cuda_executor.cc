@@ -87,7 +87,7 @@ class CudaExecutor final : public Executor {
   CUstream stream_ = nullptr;
   CUdeviceptr device_ = 0;
   uint64_t device_bytes_ = 0;
-  CUdeviceptr arena_ = 0, pool_ = 0, scratch_ = 0, partials_ = 0, inputs_ = 0;
+  CUdeviceptr arena_ = 0, pool_ = 0, scratch_ = 0, partials_ = 0, x_f16_ = 0, inputs_ = 0;
   uint64_t scratch_bytes_ = 0;
   int32_t* host_inputs_ = nullptr;  // pinned
   float* host_logits_ = nullptr;    // pinned
@@ -224,7 +224,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   KILN_CU(api, api.cuModuleLoadDataEx(&ex->module_, image, 0, nullptr, nullptr));
 
   // Every launch's calls, with their functions.
-  int64_t scratch_floats = 0, partial_floats = 0;
+  int64_t scratch_floats = 0, partial_floats = 0, x_f16_halves = 0;
   for (const PlanLaunch& l : p.launches) {
     absl::StatusOr<std::vector<KernelCall>> calls = LowerLaunch(p, l);
     if (!calls.ok()) return calls.status();
@@ -248,6 +248,13 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         const int64_t split_tokens = std::min<int64_t>(p.buckets.back(), kSplitMaxTokens);
         partial_floats = std::max(partial_floats, split_tokens * *heads * kDecodeSplits * (*hd + 2));
       }
+      if (c.kind == KernelKind::kMatmul && p.buckets.back() >= kTensorCoreMinBucket) {
+        absl::StatusOr<int64_t> k = l.Int("k");
+        const PlanBinding* w0 = l.Find(l.op == "fused_matmul" ? "weight0" : "weight");
+        const PlanWeight* pw = w0 ? p.FindWeight(w0->name) : nullptr;
+        const int64_t width = pw ? pw->shape.back() : (k.ok() ? *k : 0);
+        x_f16_halves = std::max(x_f16_halves, p.buckets.back() * width);
+      }
       if (c.to_scratch) {
         absl::StatusOr<std::vector<int64_t>> n = l.IntList("n");
         if (!n.ok()) return n.status();
@@ -268,7 +275,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->num_pages_ = options.num_pages > 0 ? options.num_pages : pages_stride;
   ex->layout_ = InputLayout::For(max_tokens, max_tokens, pages_stride);
 
-  // One allocation: weights | KV pool | arena | scratch | attention partials | inputs.
+  // One allocation: weights | KV pool | arena | scratch | attention partials |
+  // f16 activations of the tensor-core matmul | inputs.
   uint64_t offset = 0;
   std::vector<std::pair<uint64_t, std::vector<uint8_t>>> uploads;
   if (absl::Status s = ex->BindWeights(program.weights, &offset, &uploads); !s.ok()) return s;
@@ -279,7 +287,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   const uint64_t scratch_offset = AlignUp(arena_offset + p.arena_bytes.back());
   ex->scratch_bytes_ = scratch_floats * sizeof(float);
   const uint64_t partials_offset = AlignUp(scratch_offset + ex->scratch_bytes_);
-  const uint64_t inputs_offset = AlignUp(partials_offset + partial_floats * sizeof(float));
+  const uint64_t x_f16_offset = AlignUp(partials_offset + partial_floats * sizeof(float));
+  const uint64_t inputs_offset = AlignUp(x_f16_offset + x_f16_halves * sizeof(uint16_t));
   ex->device_bytes_ = AlignUp(inputs_offset + ex->layout_.total * sizeof(int32_t));
   KILN_CU(api, api.cuMemAlloc(&ex->device_, ex->device_bytes_));
   for (auto& [rel, bytes] : uploads) KILN_CU(api, api.cuMemcpyHtoD(ex->device_ + rel, bytes.data(), bytes.size()));
@@ -288,6 +297,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->arena_ = ex->device_ + arena_offset;
   ex->scratch_ = ex->device_ + scratch_offset;
   ex->partials_ = ex->device_ + partials_offset;
+  ex->x_f16_ = ex->device_ + x_f16_offset;
   ex->inputs_ = ex->device_ + inputs_offset;
   // A fresh pool reads as zeros, as on the CPU. The arena and scratch start
   // as NaNs: a kernel that reads what nothing wrote shows in the logits.
@@ -407,11 +417,23 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         }
         absl::Status launched;
         if (max_rows >= kTensorCoreMinBucket) {
-          launched = launch(rc.functions[2], (mp.total_n + 63) / 64, (max_rows + 127) / 128, 256, 0, &mp);
+          ActivationsF16Params ap{};
+          ap.x = mp.x;
+          ap.gamma = mp.gamma;
+          ap.eps = mp.eps;
+          ap.k = mp.k;
+          ap.rows = rows;
+          ap.y = reinterpret_cast<unsigned short*>(x_f16_);
+          mp.x_f16 = ap.y;
+          launched = launch(rc.functions[3], max_rows, 1, 256, 0, &ap);
+          if (launched.ok()) {
+            launched = launch(rc.functions[2], (mp.total_n + 63) / 64, (max_rows + 127) / 128, 256, 0, &mp);
+          }
         } else {
           const bool tiled = max_rows > 1;
           const int tile = tiled ? kPrefillTile : 1;
-          const int per_block = tiled ? kTiledWarps : kDecodeWarps * kDecodeRowsPerWarp;
+          const DeviceWeight* first = weight(fused ? absl::StrCat("weight", c.weights[0]) : std::string("weight"));
+          const int per_block = tiled ? kTiledWarps : kDecodeWarps * DecodeRowsPerWarp(first->storage);
           launched = launch(rc.functions[tiled ? 1 : 0], (mp.total_n + per_block - 1) / per_block,
                             (max_rows + tile - 1) / tile, 32 * (tiled ? kTiledWarps : kDecodeWarps), 0, &mp);
         }

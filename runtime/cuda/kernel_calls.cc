@@ -32,7 +32,8 @@ KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, 
   KernelCall c;
   c.kind = KernelKind::kMatmul;
   c.names = {MatmulName(storage_template, epilogue, norm, 1), MatmulName(storage_template, epilogue, norm, kPrefillTile),
-             absl::StrCat("kiln::matmul_tc_kernel<", storage_template, ", ", epilogue, ", ", norm ? "true" : "false", ">")};
+             absl::StrCat("kiln::matmul_tc_kernel<", storage_template, ", ", epilogue, ">"),
+             absl::StrCat("kiln::activations_f16_kernel<", norm ? "true" : "false", ">")};
   c.weights = std::move(weights);
   c.epilogue = epilogue;
   c.norm = norm;
@@ -94,6 +95,13 @@ absl::StatusOr<std::vector<KernelCall>> LowerFusedMatmul(const Plan& plan, const
 }
 
 }  // namespace
+
+int DecodeRowsPerWarp(const std::string& storage) {
+  absl::StatusOr<cpu::WeightStorage> s = cpu::ParseWeightStorage(storage);
+  const bool plain = s.ok() && !s->grouped &&
+                     (s->ggml == GgmlType::kF32 || s->ggml == GgmlType::kF16 || s->ggml == GgmlType::kBF16);
+  return plain ? 1 : cuda_abi::kDecodeRowsPerWarp;
+}
 
 absl::StatusOr<std::string> StorageTemplate(const std::string& storage) {
   absl::StatusOr<cpu::WeightStorage> s = cpu::ParseWeightStorage(storage);

@@ -44,8 +44,8 @@ constexpr int kSplitMaxTokens = 8;
 struct KernelCall {
   KernelKind kind = KernelKind::kElementwise;
   // Name expressions to instantiate: [0] for bucket 1; for the matmul [1]
-  // (8-token tiles, f32) for buckets below kTensorCoreMinBucket and [2]
-  // (tensor cores, f16 operands) from there on.
+  // (8-token tiles, f32) for buckets below kTensorCoreMinBucket, and from
+  // there on [3] (activations to f16) followed by [2] (tensor cores).
   std::vector<std::string> names;
   // kMatmul: the launch's weight indices (weight<i>) this call covers; with
   // `to_scratch` its outputs go to scratch buffers 0.. instead of results.
@@ -58,6 +58,10 @@ struct KernelCall {
   int elementwise_op = 0;
   bool from_scratch = false;
 };
+
+// Outputs per warp of the decode matmul for a weight of `storage` (the
+// template's kRows: plain types 1, quantised ones kDecodeRowsPerWarp).
+int DecodeRowsPerWarp(const std::string& storage);
 
 // The template storage type for a plan storage name: "f16" ->
 // "kiln::StorageF16", "int4:g128" -> "kiln::StorageInt4<128>".

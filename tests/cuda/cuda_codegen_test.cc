@@ -1,6 +1,6 @@
 // CUDA codegen without a GPU: every kernel instantiation the plans of the
-// test models use (stories260K as is and at each --quant, kiln synth's tiny
-// preset at several storages) compiles with NVRTC and assembles for sm_90 in
+// test models use (stories260K as is and at several --quant, its q4_0/q6_K/
+// f16 mix, kiln synth's tiny preset at k-quant storages) compiles with NVRTC and assembles for sm_90 in
 // `kiln compile --target cuda:sm_90`, and `kiln inspect` reports registers
 // and spills per kernel. Also: the kernels section's parser refuses every
 // damaged form, and a plan op the CUDA backend lacks is an error naming it.
@@ -64,7 +64,10 @@ TEST(CudaCodegen, Stories260KAtEveryQuantCompilesForSm90) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
   const std::filesystem::path dir = testing::ScratchDir("cuda_codegen");
-  for (const std::string quant : {"", "f16", "q8_0", "q4_k", "int4", "int2"}) {
+  // (f16 is in the mixes below; q4_k cannot hold stories260K's 64-wide rows
+  // and falls back to q8_0: the synth test covers it.) Each compile takes
+  // seconds: the list stays short to keep CI fast.
+  for (const std::string quant : {"", "q8_0", "int4", "int2"}) {
     SCOPED_TRACE(quant.empty() ? "as is" : quant);
     std::unique_ptr<Program> p = CompileForCuda(model, quant.empty() ? "" : "--quant " + quant, "cuda:sm_90",
                                                 dir / absl::StrCat("s", quant, ".kiln"));
@@ -87,7 +90,7 @@ TEST(CudaCodegen, QuantisedTestModelsCompileForSm80And89) {
 TEST(CudaCodegen, SynthTinyAtSeveralStoragesCompiles) {
   SKIP_WITHOUT_COMPILER();
   const std::filesystem::path dir = testing::ScratchDir("cuda_codegen_synth");
-  for (const std::string type : {"q4_k", "q8_0", "q6_k", "q2_k", "q5_1", "bf16"}) {
+  for (const std::string type : {"q4_k", "q6_k", "q2_k"}) {
     SCOPED_TRACE(type);
     const std::filesystem::path gguf = dir / (type + ".gguf");
     const testing::CommandResult s =
@@ -103,10 +106,9 @@ TEST(CudaCodegen, InspectShowsRegistersAndSpillsPerKernel) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
   const std::filesystem::path out = testing::ScratchDir("cuda_inspect") / "s.kiln";
-  ASSERT_NE(CompileForCuda(model, "--quant q4_k", "cuda:sm_90", out), nullptr);
+  ASSERT_NE(CompileForCuda(model, "--quant q8_0", "cuda:sm_90", out), nullptr);
   const testing::CommandResult r = RunKiln("inspect " + Quote(out.string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  // stories260K's 64-wide rows cannot hold q4_K's 256-blocks: the compiler keeps q8_0 there.
   EXPECT_TRUE(absl::StrContains(r.output, "kiln::matmul_kernel<kiln::StorageQ8_0, 0, true, 1>")) << r.output;
   int kernel_lines = 0;
   for (absl::string_view line : absl::StrSplit(r.output, '\n')) {

@@ -5,6 +5,8 @@
 // a kernel fails to write shows as a failure. Skips without a CUDA driver.
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "absl/strings/str_join.h"
 
@@ -80,16 +82,33 @@ class CudaKernels : public ::testing::Test {
 
   // The kernels of a plan, compiled once per distinct instantiation set
   // (shapes are run-time parameters: plans differing only in shape share them).
+  // Thread-safe: PrecompileInParallel fills the cache from several threads.
   absl::StatusOr<std::vector<uint8_t>> Kernels(const Plan& plan) {
+    static std::mutex mu;
     static std::map<std::string, std::vector<uint8_t>> cache;
     absl::StatusOr<std::vector<std::string>> names = cuda::PlanInstantiations(plan);
     if (!names.ok()) return names.status();
     const std::string key = absl::StrJoin(*names, ";");
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = cache.find(key);
+      if (it != cache.end()) return it->second;
+    }
     absl::StatusOr<std::vector<uint8_t>> k = codegen::ptx::GenerateCudaKernels(plan, target_);
-    if (k.ok()) cache[key] = *k;
+    if (k.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      cache[key] = *k;
+    }
     return k;
+  }
+  // Compiles the kernels of `plans` on one thread each (NVRTC and the
+  // assembler take seconds per program; the checks then find them cached).
+  void PrecompileInParallel(const std::vector<Plan>& plans) {
+    std::vector<std::thread> threads;
+    for (const Plan& plan : plans) {
+      threads.emplace_back([this, &plan] { (void)Kernels(plan); });
+    }
+    for (std::thread& t : threads) t.join();
   }
 
   std::string target_;
@@ -106,6 +125,32 @@ constexpr const char* kStorages[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0", "q4
                                      "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "int4:g32", "int4:g128", "int2:g64"};
 
 TEST_F(CudaKernels, MatmulEpiloguesAndEmbeddingForEveryStorage) {
+  {
+    std::vector<Plan> plans;
+    for (const char* storage : kStorages) {
+      SingleOpPlan b({1, 4, 16, 64}, PlanPagePool{1, 1, 8, 16, 64}, 7);
+      const int64_t x = b.Activation(256, 50);
+      b.Weight("gamma", "f32", {256});
+      for (int i = 0; i < 6; ++i) b.Weight(absl::StrCat("w", i), storage, {8, 256}, 0.1f);
+      b.Weight("table", storage, {50, 256}, 1.0f);
+      const int64_t r = b.Region(8);
+      b.Launch("fused_matmul.norm.q", {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "w0"),
+                                       b.WeightBinding("weight1", "w1"), b.Arena("result0", r), b.Arena("result1", r)},
+               R"({"epilogue": "none", "eps": 1e-5})");
+      b.Launch("fused_matmul.norm.silu_mul.q",
+               {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "w2"),
+                b.WeightBinding("weight1", "w3"), b.Arena("result0", r)},
+               R"({"epilogue": "silu_mul", "eps": 1e-5})");
+      b.Launch("fused_matmul.residual_add.q",
+               {b.Arena("input", x), b.WeightBinding("weight0", "w4"), b.Arena("residual", r), b.Arena("result0", r)},
+               R"({"epilogue": "residual_add"})");
+      b.Launch("matmul.q", {b.Arena("input", x), b.WeightBinding("weight", "w5"), b.Arena("result", r)}, "{}");
+      b.Launch("embedding.q", {b.WeightBinding("table", "table"), b.InputBinding("tokens", "tokens"), b.Arena("result", r)},
+               R"({"vocab": 50, "width": 256})");
+      plans.push_back(b.PlanWithResult(r, 8));
+    }
+    PrecompileInParallel(plans);
+  }
   for (const char* storage : kStorages) {
     const bool plain = std::string(storage) == "f32" || std::string(storage) == "f16" || std::string(storage) == "bf16";
     // Plain rows of odd length (tails, unaligned rows); quantised rows of whole 256-blocks.
