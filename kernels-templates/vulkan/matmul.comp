@@ -7,17 +7,21 @@
 //
 // Constants: K (input width), NUM_W (weights, 1..3), N0..N2 (their rows),
 // EPILOGUE (0 none, 1 silu_mul, 2 residual_add), HAS_NORM (0/1), EPS, TT
-// (tokens per workgroup), WG; each weight slot's decoder (weights.glsl).
+// (tokens per workgroup), COLS (output columns per workgroup: one pass over
+// the activations serves COLS weight rows), WG; each weight slot's decoder
+// (weights.glsl).
 // Push constants: in0 x, in1 residual, out0..out2 results.
-// Launch shape: x = workgroups striding over the output columns, y = one per
-// TT tokens of the bucket; workgroups past the step's rows return at once.
+// Launch shape: x = workgroups striding over the output columns COLS at a
+// time, y = one per TT tokens of the bucket; workgroups past the step's rows
+// return at once.
 
 #if EPILOGUE == 1
 #define NACC 2
 #else
 #define NACC 1
 #endif
-#define NREDUCE (TT * NACC)
+// Sums per thread: TT tokens x NACC products x COLS columns.
+#define NREDUCE (TT * NACC * COLS)
 #include_reduce
 
 #if EPILOGUE == 0
@@ -36,6 +40,16 @@ float read_weight(uint slot, uint row, uint k) {
   return wread0(row, k);
 }
 
+// Which weight (slot) and which of its rows output column n is.
+uint slot_of(uint n) {
+#if EPILOGUE == 0
+  if (n >= N0 + N1) return 2u;
+  if (n >= N0) return 1u;
+#endif
+  return 0u;
+}
+uint row_of(uint n, uint slot) { return slot == 0u ? n : (slot == 1u ? n - N0 : n - N0 - N1); }
+
 void main() {
   const uint rows = launch_rows();
   const uint t0 = gl_WorkGroupID.y * TT;
@@ -43,9 +57,8 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
 
   float scale[NREDUCE];
-  for (int i = 0; i < NREDUCE; ++i) scale[i] = 1.0;
-#if HAS_NORM
   for (int i = 0; i < NREDUCE; ++i) scale[i] = 0.0;
+#if HAS_NORM
   for (uint t = 0u; t < TT; ++t) {
     if (t0 + t >= rows) break;
     for (uint k = tid; k < K; k += WG) {
@@ -57,52 +70,59 @@ void main() {
   for (uint t = 0u; t < TT; ++t) scale[t] = inversesqrt(scale[t] / float(K) + EPS);
 #endif
 
-  for (uint n = gl_WorkGroupID.x; n < NCOLS; n += gl_NumWorkGroups.x) {
-    uint slot = 0u, row = n;
-#if EPILOGUE == 0
-    if (row >= N0) {
-      row -= N0;
-      slot = 1u;
-      if (row >= N1) {
-        row -= N1;
-        slot = 2u;
-      }
-    }
-#endif
+  for (uint n0 = gl_WorkGroupID.x * COLS; n0 < NCOLS; n0 += gl_NumWorkGroups.x * COLS) {
     float acc[NREDUCE];
     for (int i = 0; i < NREDUCE; ++i) acc[i] = 0.0;
     for (uint k = tid; k < K; k += WG) {
-      const float w = read_weight(slot, row, k);
-#if EPILOGUE == 1
-      const float w_up = wread1(row, k);
-#endif
+      // This thread's activations at k, loaded once for all COLS columns.
+      float xs[TT];
       for (uint t = 0u; t < TT; ++t) {
-        if (t0 + t >= rows) break;
-        float x = arena[pc.in0 + (t0 + t) * K + k];
+        xs[t] = 0.0;
+        if (t0 + t < rows) {
+          xs[t] = arena[pc.in0 + (t0 + t) * K + k];
 #if HAS_NORM
-        x = x * scale[t] * vec_[k];
+          xs[t] = xs[t] * scale[t] * vec_[k];
 #endif
-        acc[t] += x * w;
+        }
+      }
+      for (uint c = 0u; c < COLS; ++c) {
+        const uint n = n0 + c;
+        if (n >= NCOLS) break;
+        const uint slot = slot_of(n);
+        const uint row = row_of(n, slot);
+        const float w = read_weight(slot, row, k);
 #if EPILOGUE == 1
-        acc[TT + t] += x * w_up;
+        const float w_up = wread1(row, k);
 #endif
+        for (uint t = 0u; t < TT; ++t) {
+          acc[c * NACC * TT + t] += xs[t] * w;
+#if EPILOGUE == 1
+          acc[c * NACC * TT + TT + t] += xs[t] * w_up;
+#endif
+        }
       }
     }
     reduce_sum(acc);
     if (tid == 0u) {
-      for (uint t = 0u; t < TT; ++t) {
-        const uint r = t0 + t;
-        if (r >= rows) break;
+      for (uint c = 0u; c < COLS; ++c) {
+        const uint n = n0 + c;
+        if (n >= NCOLS) break;
+        const uint slot = slot_of(n);
+        const uint row = row_of(n, slot);
+        for (uint t = 0u; t < TT; ++t) {
+          const uint r = t0 + t;
+          if (r >= rows) break;
+          const float y = acc[c * NACC * TT + t];
 #if EPILOGUE == 0
-        const uint width = slot == 0u ? N0 : (slot == 1u ? N1 : N2);
-        const uint dst = slot == 0u ? pc.out0 : (slot == 1u ? pc.out1 : pc.out2);
-        arena[dst + r * width + row] = acc[t];
+          const uint width = slot == 0u ? N0 : (slot == 1u ? N1 : N2);
+          const uint dst = slot == 0u ? pc.out0 : (slot == 1u ? pc.out1 : pc.out2);
+          arena[dst + r * width + row] = y;
 #elif EPILOGUE == 1
-        const float g = acc[t];
-        arena[pc.out0 + r * N0 + row] = g / (1.0 + exp(-g)) * acc[TT + t];
+          arena[pc.out0 + r * N0 + row] = y / (1.0 + exp(-y)) * acc[c * NACC * TT + TT + t];
 #else
-        arena[pc.out0 + r * N0 + row] = acc[t] + arena[pc.in1 + r * N0 + row];
+          arena[pc.out0 + r * N0 + row] = y + arena[pc.in1 + r * N0 + row];
 #endif
+        }
       }
     }
   }

@@ -604,7 +604,8 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
         x = B;
         break;
       case LaunchShape::Kind::kMatmul:
-        x = std::clamp<int64_t>(p.shape.columns, 1, props_.limits.maxComputeWorkGroupCount[0]);
+        x = std::clamp<int64_t>((p.shape.columns + p.shape.columns_per_group - 1) / p.shape.columns_per_group, 1,
+                                props_.limits.maxComputeWorkGroupCount[0]);
         y = (B + p.shape.tokens_per_group - 1) / p.shape.tokens_per_group;
         break;
       case LaunchShape::Kind::kPerHeadToken:

@@ -128,7 +128,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   const PlanWeight* norm = fused ? c.Weight("norm") : nullptr;
   if (!c.Arena("input")) return Unsupported(l, "needs an arena input");
 
-  constexpr int64_t kTokensPerGroup = 4;
+  constexpr int64_t kTokensPerGroup = 4, kColumnsPerGroup = 4;
   InstanceBuilder b("matmul", 64);
   b.Int("K", k).Int("NUM_W", static_cast<int64_t>(ws.size()));
   int64_t columns = 0;
@@ -146,7 +146,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
     b.Float("EPS", *eps);
     d.vector_weight = norm->name;
   }
-  b.Int("TT", kTokensPerGroup);
+  b.Int("TT", kTokensPerGroup).Int("COLS", kColumnsPerGroup);
   for (size_t i = 0; i < ws.size(); ++i) {
     AddWeightSlot(b, static_cast<int>(i), *ws[i]);
     d.weights[i] = ws[i]->name;
@@ -166,6 +166,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   d.shape.kind = LaunchShape::Kind::kMatmul;
   d.shape.columns = columns;
   d.shape.tokens_per_group = kTokensPerGroup;
+  d.shape.columns_per_group = kColumnsPerGroup;
   return std::vector<PlannedDispatch>{d};
 }
 

@@ -43,13 +43,14 @@ struct LaunchShape {
   enum class Kind {
     kStride,  // x = min(ceil(B * items_per_token / WG), kMaxStrideGroups)
     kPerRow,  // x = B
-    kMatmul,  // x = min(columns, kMaxStrideGroups), y = ceil(B / tokens_per_group)
+    kMatmul,  // x = ceil(columns / columns_per_group) (at most the device's limit), y = ceil(B / tokens_per_group)
     kPerHeadToken,  // x = heads, y = B
   };
   Kind kind = Kind::kStride;
   int64_t items_per_token = 0;
   int64_t columns = 0;
   int64_t tokens_per_group = 1;
+  int64_t columns_per_group = 1;
   int64_t heads = 0;
   static constexpr int64_t kMaxStrideGroups = 1024;
 };
