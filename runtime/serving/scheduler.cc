@@ -286,14 +286,14 @@ absl::Status Scheduler::DraftSlots(std::vector<Slot>& slots, const std::vector<i
   return absl::OkStatus();
 }
 
-bool Scheduler::Verify(Slot& slot, std::span<const float> rows) {
+void Scheduler::Verify(Slot& slot, std::span<const float> rows) {
   Sequence& s = *slot.seq;
   const int kd = static_cast<int>(slot.draft.tokens.size());
   absl::StatusOr<Verdict> verdict =
       VerifyDraft(*s.sampler, slot.draft, rows, executor_.n_vocab(), s.rng, s.request.logprobs);
   if (!verdict.ok()) {
     Finish(s, absl::StrCat("error: ", verdict.status().message()));
-    return false;
+    return;
   }
   const int accepted = verdict->accepted;
   // The slot's own token and the accepted drafts now have their KV; the
@@ -311,10 +311,9 @@ bool Scheduler::Verify(Slot& slot, std::span<const float> rows) {
   s.acceptance = 0.7 * s.acceptance + 0.3 * static_cast<double>(accepted) / kd;
   s.draft_cap = NextDraftLength(s.draft_cap, kd, accepted, options_.draft_max);
   for (const SampledToken& t : verdict->tokens) {
-    if (!Emit(s, t)) return false;
+    if (!Emit(s, t)) return;  // finished: `s` is gone
   }
   (void)pages_.CommitFullPages(s.id, s.tokens);
-  return true;
 }
 
 }  // namespace kiln

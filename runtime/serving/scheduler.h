@@ -126,8 +126,8 @@ class Scheduler {
   // pages run out verifies no draft.
   absl::Status DraftSlots(std::vector<Slot>& slots, const std::vector<int>& lengths);
   // After the step: accepts or rejects the slot's draft, rolls back the
-  // rejected positions, emits the kept tokens. False when it finished.
-  bool Verify(Slot& slot, std::span<const float> rows);
+  // rejected positions, emits the kept tokens.
+  void Verify(Slot& slot, std::span<const float> rows);
   // Hands one kept token to the request; false when it finished.
   bool Emit(Sequence& s, const SampledToken& token);
 
