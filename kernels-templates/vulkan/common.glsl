@@ -6,7 +6,8 @@
 // (`#define NAME value`) in front of this file; WG (threads per workgroup)
 // is always one of them.
 //
-// Bindings (set 0): 0..2 the weights of the launch as raw 32-bit words,
+// Bindings (set 0): 0..2 the weights of the launch as raw 32-bit words
+// (attention: 0 holds its split-K partials),
 // 3 the host-visible io buffer (only the logits are written there), 4 an f32
 // vector (norm gain, bias or a rope cos/sin table), 5 the activation arena,
 // 6 the KV pages of the launch's layer, 7 the step inputs, copied from the
@@ -16,7 +17,12 @@
 
 layout(local_size_x = WG) in;
 
+#if defined(USES_PARTIALS)
+// Attention's split-K partials take the first weight slot (it has no weights).
+layout(std430, set = 0, binding = 0) buffer Partials { float partial_[]; };
+#else
 layout(std430, set = 0, binding = 0) readonly buffer Weight0 { uint w0[]; };
+#endif
 layout(std430, set = 0, binding = 1) readonly buffer Weight1 { uint w1[]; };
 layout(std430, set = 0, binding = 2) readonly buffer Weight2 { uint w2[]; };
 layout(std430, set = 0, binding = 3) buffer HostIo { int host_io[]; };
@@ -37,6 +43,7 @@ layout(push_constant) uniform Params {
   uint rows_are_logit_rows;
   uint kv_base;  // float offset of the layer's K half inside binding 6
   uint kv_half;  // floats from a K row to its V row
+  uint splits;   // attention: workgroups that share one (token, head)
 } pc;
 
 // The step inputs' header (runtime/vulkan/vulkan_executor.cc writes the same layout).

@@ -2,13 +2,17 @@
 // for token t at position p of sequence s and query head h,
 //   out0[t, h] = sum_{j <= p} softmax_j(SCALE * q'[t, h] . K_s[j, g]) V_s[j, g],
 // g = h / (NUM_HEADS / NUM_KV_HEADS), q' = q rotated at p when HAS_ROPE.
-// One workgroup per (head, token): its threads split the positions
-// (flash-decoding within the workgroup), each keeps an online softmax (max,
-// sum, weighted V), and the partials merge through subgroup ops and shared
-// memory. Decode and prefill steps run the same code.
+// Split-K (flash-decoding): pc.splits workgroups share one (head, token),
+// each takes a contiguous chunk of its positions; inside a workgroup the
+// threads split the chunk, each keeps an online softmax (max, sum, weighted
+// V), and they merge through subgroup ops and shared memory. With one split
+// the workgroup writes the output; with more it writes (max, sum, weighted V)
+// to the partials (binding 0) and attention_combine merges them. Decode
+// steps get many splits (few tokens, long contexts), prefill steps one.
 // Constants: NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, PAGE_SIZE, SCALE, HAS_ROPE
-// (+ ROPE_DIMS, ROPE_STYLE), WG. Push constants: in0 q, out0, kv_base, kv_half.
-// Launch shape: x = NUM_HEADS, y = the bucket's tokens.
+// (+ ROPE_DIMS, ROPE_STYLE), USES_PARTIALS, WG.
+// Push constants: in0 q, out0, kv_base, kv_half, splits.
+// Launch shape: x = NUM_HEADS, y = the bucket's tokens, z = splits.
 #if HAS_ROPE
 #include_rope
 #endif
@@ -37,11 +41,17 @@ void main() {
   barrier();
 
   const uint kv_col = (h / GROUP) * HEAD_DIM;
+  // This split's positions: chunks of at least WG, so short contexts leave
+  // the later splits empty rather than spreading a few positions thin.
+  const uint split = gl_WorkGroupID.z;
+  const uint chunk = max((pos + pc.splits) / pc.splits, uint(WG));
+  const uint first = split * chunk;
+  const uint end = min(pos + 1u, first + chunk);
   float m = uintBitsToFloat(0xFF800000u);  // -inf
   float l = 0.0;
   float acc[HEAD_DIM];
   for (uint c = 0u; c < HEAD_DIM; ++c) acc[c] = 0.0;
-  for (uint j = tid; j <= pos; j += WG) {
+  for (uint j = first + tid; j < end; j += WG) {
     const uint page = uint(io_at(IO_BLOCK_TABLES, table + j / PAGE_SIZE));
     const uint row = pc.kv_base + (page * PAGE_SIZE + j % PAGE_SIZE) * KV_W + kv_col;
     // Four running sums, as the CPU reference adds them.
@@ -79,10 +89,24 @@ void main() {
   barrier();
   float total = 0.0;
   for (uint g = 0u; g < gl_NumSubgroups; ++g) total += sum_partial_[g * (HEAD_DIM + 1u)];
-  const uint dst = pc.out0 + (t * NUM_HEADS + h) * HEAD_DIM;
+  if (pc.splits == 1u) {
+    const uint dst = pc.out0 + (t * NUM_HEADS + h) * HEAD_DIM;
+    for (uint c = tid; c < HEAD_DIM; c += WG) {
+      float v = 0.0;
+      for (uint g = 0u; g < gl_NumSubgroups; ++g) v += sum_partial_[g * (HEAD_DIM + 1u) + 1u + c];
+      arena[dst + c] = v / total;
+    }
+    return;
+  }
+  // [token][head][split]: max, sum, then HEAD_DIM weighted V (an empty split: -inf, 0, 0...).
+  const uint at = ((t * NUM_HEADS + h) * pc.splits + split) * (HEAD_DIM + 2u);
+  if (tid == 0u) {
+    partial_[at] = m_all;
+    partial_[at + 1u] = total;
+  }
   for (uint c = tid; c < HEAD_DIM; c += WG) {
     float v = 0.0;
     for (uint g = 0u; g < gl_NumSubgroups; ++g) v += sum_partial_[g * (HEAD_DIM + 1u) + 1u + c];
-    arena[dst + c] = v / total;
+    partial_[at + 2u + c] = v;
   }
 }

@@ -38,6 +38,7 @@ enum IoField : int32_t {
 // Mirrors `Params` of common.glsl.
 struct PushConstants {
   uint32_t in0 = 0, in1 = 0, out0 = 0, out1 = 0, out2 = 0, rows_are_logit_rows = 0, kv_base = 0, kv_half = 0;
+  uint32_t splits = 1;
 };
 
 struct Buffer {
@@ -49,7 +50,7 @@ struct Buffer {
 
 // A byte range of one buffer a dispatch reads or writes, for barriers.
 struct Access {
-  int buffer;  // 0 arena, 1 kv, 2 io
+  int buffer;  // 0 arena, 1 kv, 2 io, 3 attention partials
   int64_t begin, end;
   bool Overlaps(const Access& o) const { return buffer == o.buffer && begin < o.end && o.begin < end; }
 };
@@ -94,7 +95,7 @@ class VulkanExecutor final : public Executor {
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t queue_family_ = 0;
 
-  Buffer weights_, arena_, kv_, io_, step_inputs_, dummy_;
+  Buffer weights_, arena_, kv_, io_, step_inputs_, partials_, dummy_;
   struct Placed {
     VkDeviceSize offset = 0, size = 0;
   };
@@ -128,7 +129,7 @@ VulkanExecutor::~VulkanExecutor() {
     for (auto& [key, p] : pipelines_) api_.vkDestroyPipeline(device_, p, nullptr);
     if (pipeline_layout_) api_.vkDestroyPipelineLayout(device_, pipeline_layout_, nullptr);
     if (set_layout_) api_.vkDestroyDescriptorSetLayout(device_, set_layout_, nullptr);
-    for (Buffer* b : {&weights_, &arena_, &kv_, &io_, &step_inputs_, &dummy_}) DestroyBuffer(*b);
+    for (Buffer* b : {&weights_, &arena_, &kv_, &io_, &step_inputs_, &partials_, &dummy_}) DestroyBuffer(*b);
     api_.vkDestroyDevice(device_, nullptr);
   }
   if (instance_ != VK_NULL_HANDLE) api_.vkDestroyInstance(instance_, nullptr);
@@ -473,6 +474,7 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
     KILN_VK_CHECK(api_.vkAllocateDescriptorSets(device_, &dsai, &d.set), "vkAllocateDescriptorSets");
     VkDescriptorBufferInfo info[8];
     for (auto& i : info) i = VkDescriptorBufferInfo{dummy_.buffer, 0, VK_WHOLE_SIZE};
+    if (d.planned.uses_partials) info[0] = VkDescriptorBufferInfo{partials_.buffer, 0, VK_WHOLE_SIZE};
     for (size_t slot = 0; slot < 3; ++slot) {
       if (d.planned.weights[slot].empty()) continue;
       const Placed& p = placed_weights_.at(d.planned.weights[slot]);
@@ -547,13 +549,19 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
   std::vector<Access> pending_reads, pending_writes;
   VkPipeline bound = VK_NULL_HANDLE;
   const int64_t layer_floats = 2 * kv_half_floats_;
+  const int64_t splits = AttentionSplits(B);
   for (const Dispatch& d : dispatches_) {
     const PlannedDispatch& p = d.planned;
+    if (p.only_when_split && splits == 1) continue;
     const PlanLaunch* l = d.launch < plan_.launches.size() ? &plan_.launches[d.launch] : nullptr;
+    std::vector<Access> reads, writes;
     PushConstants pc;
+    if (p.uses_partials) {
+      pc.splits = static_cast<uint32_t>(splits);
+      if (splits > 1) (p.only_when_split ? reads : writes).push_back({3, 0, static_cast<int64_t>(partials_.size)});
+    }
     uint32_t* in[2] = {&pc.in0, &pc.in1};
     uint32_t* out[3] = {&pc.out0, &pc.out1, &pc.out2};
-    std::vector<Access> reads, writes;
     for (size_t i = 0; i < 2; ++i) {
       if (p.inputs[i].width == 0) continue;
       const int64_t at = ArenaFloats(p.inputs[i].role, l, bucket);
@@ -595,7 +603,7 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
     pending_writes.insert(pending_writes.end(), writes.begin(), writes.end());
 
     const int64_t wg = p.kernel.workgroup_size;
-    int64_t x = 1, y = 1;
+    int64_t x = 1, y = 1, z = 1;
     switch (p.shape.kind) {
       case LaunchShape::Kind::kStride:
         x = std::clamp<int64_t>((B * p.shape.items_per_token + wg - 1) / wg, 1, LaunchShape::kMaxStrideGroups);
@@ -611,6 +619,7 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
       case LaunchShape::Kind::kPerHeadToken:
         x = p.shape.heads;
         y = B;
+        z = p.uses_partials ? splits : 1;
         break;
     }
     if (d.pipeline != bound) {
@@ -619,7 +628,7 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
     }
     api_.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &d.set, 0, nullptr);
     api_.vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
-    api_.vkCmdDispatch(cb, static_cast<uint32_t>(x), static_cast<uint32_t>(y), 1);
+    api_.vkCmdDispatch(cb, static_cast<uint32_t>(x), static_cast<uint32_t>(y), static_cast<uint32_t>(z));
   }
   barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
           VK_ACCESS_HOST_READ_BIT);
@@ -670,6 +679,18 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   absl::StatusOr<Buffer> kv = CreateBuffer(2 * plan_.pool.layers * kv_half_floats_ * 4, false, "KV pages");
   if (!kv.ok()) return kv.status();
   kv_ = *kv;
+  // Split-K attention partials: the most any bucket's attention writes.
+  int64_t partial_floats = 1;
+  for (const Dispatch& d : dispatches_) {
+    if (!d.planned.uses_partials || d.planned.only_when_split) continue;
+    for (int64_t b : plan_.buckets) {
+      const int64_t s = AttentionSplits(b);
+      if (s > 1) partial_floats = std::max(partial_floats, b * d.planned.shape.heads * s * (plan_.pool.head_dim + 2));
+    }
+  }
+  absl::StatusOr<Buffer> partials = CreateBuffer(partial_floats * 4, false, "attention partials");
+  if (!partials.ok()) return partials.status();
+  partials_ = *partials;
   absl::StatusOr<Buffer> dummy = CreateBuffer(16, false, "placeholder");
   if (!dummy.ok()) return dummy.status();
   dummy_ = *dummy;

@@ -225,7 +225,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
   const int64_t wg = *head_dim > 128 ? 16 : 32;
   InstanceBuilder attend("paged_attention", wg);
   attend.Int("NUM_HEADS", *heads).Int("NUM_KV_HEADS", *kv_heads).Int("HEAD_DIM", *head_dim);
-  attend.Int("PAGE_SIZE", p.pool.page_size).Float("SCALE", *scale).Int("HAS_ROPE", rope ? 1 : 0);
+  attend.Int("PAGE_SIZE", p.pool.page_size).Float("SCALE", *scale).Int("HAS_ROPE", rope ? 1 : 0).Int("USES_PARTIALS", 1);
   PlannedDispatch d;
   if (rope) {
     if (absl::Status s = AddRopeConstants(l, *head_dim, attend, d); !s.ok()) return s;
@@ -236,7 +236,19 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
   d.outputs[0] = {"result", q_w};
   d.shape.kind = LaunchShape::Kind::kPerHeadToken;
   d.shape.heads = *heads;
-  return std::vector<PlannedDispatch>{a, d};
+  d.uses_partials = true;
+
+  PlannedDispatch combine;
+  combine.kernel = InstanceBuilder("attention_combine", 64)
+                       .Int("NUM_HEADS", *heads)
+                       .Int("HEAD_DIM", *head_dim)
+                       .Int("USES_PARTIALS", 1)
+                       .Build();
+  combine.outputs[0] = {"result", q_w};
+  combine.shape.items_per_token = q_w;
+  combine.uses_partials = true;
+  combine.only_when_split = true;
+  return std::vector<PlannedDispatch>{a, d, combine};
 }
 
 absl::StatusOr<std::vector<PlannedDispatch>> OneLaunch(const Ctx& c) {
@@ -317,6 +329,8 @@ absl::StatusOr<std::vector<PlannedDispatch>> OneLaunch(const Ctx& c) {
 }
 
 }  // namespace
+
+int64_t AttentionSplits(int64_t bucket) { return bucket >= 64 ? 1 : 64 / std::max<int64_t>(bucket, 1); }
 
 std::string KernelInstance::ConstantsText() const {
   std::vector<std::string> parts;

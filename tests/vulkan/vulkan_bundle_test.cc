@@ -73,10 +73,10 @@ TEST(VulkanBundle, EveryModulePassesSpirvVal) {
   ASSERT_TRUE(modules.ok()) << modules.status();
   std::set<std::string> templates;
   for (const vulkan::SpirvModule& m : *modules) templates.insert(m.template_name);
-  EXPECT_EQ(templates, (std::set<std::string>{"argmax", "copy_logits", "elementwise", "embedding", "gather_rows",
+  EXPECT_EQ(templates, (std::set<std::string>{"argmax", "attention_combine", "copy_logits", "elementwise", "embedding", "gather_rows",
                                               "kv_append", "matmul", "paged_attention", "rms_norm", "rope"}));
   // 15 storages of the plain matmul, the fused QKV, and the rest once each (elementwise: four ops).
-  EXPECT_EQ(modules->size(), 15u + 1 + 4 + 8);
+  EXPECT_EQ(modules->size(), 15u + 1 + 4 + 9);
   const std::filesystem::path dir = ScratchDir("spirv_val");
   for (size_t i = 0; i < modules->size(); ++i) {
     const std::filesystem::path file = dir / absl::StrCat(i, ".spv");

@@ -264,5 +264,27 @@ TEST(VulkanKernels, PagedAttentionPrefillAndDecode) {
   }
 }
 
+// Decode over a long context: attention splits its positions over several
+// workgroups (split-K) and a combine merges them; a 100-token prefill runs
+// unsplit in the large bucket first.
+TEST(VulkanKernels, PagedAttentionSplitKDecodeOverALongContext) {
+  TestPlan tp({1, 2, 128});
+  tp.SetPool(1, 2, 16, 16, 256);
+  const int64_t vocab = 13, heads = 4, head_dim = 16, qw = heads * head_dim, kw = 2 * head_dim;
+  const int64_t q = tp.Embed("eq", vocab, qw), k = tp.Embed("ek", vocab, kw), v = tp.Embed("ev", vocab, kw);
+  const int64_t out = tp.Region(qw);
+  tp.Launch("paged_attention.rope",
+            {tp.ArenaBinding("q", q), tp.ArenaBinding("k", k), tp.ArenaBinding("v", v), TestPlan::InputBinding("kv"),
+             TestPlan::InputBinding("positions"), TestPlan::InputBinding("query_starts"),
+             TestPlan::InputBinding("context_lens"), TestPlan::InputBinding("block_tables"), tp.ArenaBinding("result", out)},
+            "\"head_dim\":16,\"layer\":0,\"num_heads\":4,\"num_kv_heads\":2,\"page_size\":16,\"scale\":0.25,"
+            "\"rope_dims\":16,\"rope_style\":\"half\",\"rope_theta\":10000");
+  const std::vector<StepBatch> steps = {MakeBatch({{0, 100, 0}}, 8, vocab, tp.rng()),
+                                        MakeBatch({{100, 1, 0}}, 8, vocab, tp.rng()),
+                                        MakeBatch({{101, 1, 0}, {0, 1, 1}}, 8, vocab, tp.rng()),
+                                        MakeBatch({{102, 1, 0}}, 8, vocab, tp.rng())};
+  ExpectSameOutputs(tp, out, qw, steps, 16, "split-K attention");
+}
+
 }  // namespace
 }  // namespace kiln::testing
