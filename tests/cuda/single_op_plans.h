@@ -60,6 +60,11 @@ class SingleOpPlan {
     weight_json_.push_back(absl::StrCat(R"({"name": ")", name, R"(", "storage": ")", s.Name(), R"(", "shape": [)",
                                         absl::StrJoin(shape, ", "), "]}"));
   }
+  // A weight in the plan only (for compiling kernels, which need no data).
+  void DeclareWeight(const std::string& name, const std::string& storage, std::vector<int64_t> shape) {
+    weight_json_.push_back(absl::StrCat(R"({"name": ")", name, R"(", "storage": ")", storage, R"(", "shape": [)",
+                                        absl::StrJoin(shape, ", "), "]}"));
+  }
   // An embedding launch writing rows of `width` random f32 values to a new region.
   int64_t Activation(int64_t width, int64_t vocab = 64) {
     const std::string table = absl::StrCat("act", activations_++);
