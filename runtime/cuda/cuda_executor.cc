@@ -75,7 +75,14 @@ class CudaExecutor final : public Executor {
     std::vector<CUfunction> functions;  // per name
   };
 
-  absl::Status BindWeights(const WeightSource& weights, uint64_t* offset, std::vector<std::pair<uint64_t, std::vector<uint8_t>>>* uploads);
+  // A weight's bytes on their way to the device: converted (owned) or the
+  // source's own bytes (a view: no host copy of large weights).
+  struct WeightUpload {
+    uint64_t offset = 0;
+    std::vector<uint8_t> owned;
+    std::span<const uint8_t> bytes;
+  };
+  absl::Status BindWeights(const WeightSource& weights, uint64_t* offset, std::vector<WeightUpload>* uploads);
   absl::Status ComputeRowKinds();
   absl::Status RecordBucket(size_t bucket);
   absl::Status RecordLaunch(size_t launch_index, size_t bucket);
@@ -116,7 +123,7 @@ CudaExecutor::~CudaExecutor() {
 }
 
 absl::Status CudaExecutor::BindWeights(const WeightSource& weights, uint64_t* offset,
-                                       std::vector<std::pair<uint64_t, std::vector<uint8_t>>>* uploads) {
+                                       std::vector<WeightUpload>* uploads) {
   for (const PlanWeight& w : plan_.weights) {
     absl::StatusOr<WeightBytes> src = weights(w.name);
     if (!src.ok()) return src.status();
@@ -130,12 +137,12 @@ absl::Status CudaExecutor::BindWeights(const WeightSource& weights, uint64_t* of
       return absl::InvalidArgumentError(absl::StrFormat("weight '%s': %d bytes of %s do not hold the plan's [%d, %d]",
                                                         w.name, src->data.size(), src->storage.Name(), d.rows, d.cols));
     }
-    std::vector<uint8_t> bytes;
+    WeightUpload up;
     if (w.shape.size() == 1) {
       // Vectors (norm gains, biases) are read as f32 by every kernel.
       d.storage = "f32";
-      bytes.resize(d.cols * sizeof(float));
-      std::span<float> out(reinterpret_cast<float*>(bytes.data()), d.cols);
+      up.owned.resize(d.cols * sizeof(float));
+      std::span<float> out(reinterpret_cast<float*>(up.owned.data()), d.cols);
       if (absl::Status s = cpu::DequantizeRow(src->storage, src->data, out); !s.ok()) return s;
     } else if (src->storage.Name() != want->Name()) {
       absl::StatusOr<std::vector<uint8_t>> repacked = RepackWeight(src->storage, *want, d.rows, d.cols, src->data);
@@ -143,15 +150,17 @@ absl::Status CudaExecutor::BindWeights(const WeightSource& weights, uint64_t* of
         return absl::Status(repacked.status().code(), absl::StrCat("weight '", w.name, "': ", repacked.status().message()));
       }
       d.storage = want->Name();
-      bytes = *std::move(repacked);
+      up.owned = *std::move(repacked);
     } else {
       d.storage = want->Name();
-      bytes.assign(src->data.begin(), src->data.end());
+      up.bytes = src->data;
     }
-    d.row_bytes = bytes.size() / std::max<int64_t>(d.rows, 1);
+    if (!up.owned.empty()) up.bytes = up.owned;
+    d.row_bytes = up.bytes.size() / std::max<int64_t>(d.rows, 1);
     d.ptr = *offset;  // relative until the allocation exists
-    *offset = AlignUp(*offset + bytes.size());
-    uploads->emplace_back(d.ptr, std::move(bytes));
+    up.offset = *offset;
+    *offset = AlignUp(*offset + up.bytes.size());
+    uploads->push_back(std::move(up));
     weights_.emplace(w.name, std::move(d));
   }
   return absl::OkStatus();
@@ -278,7 +287,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   // One allocation: weights | KV pool | arena | scratch | attention partials |
   // f16 activations of the tensor-core matmul | inputs.
   uint64_t offset = 0;
-  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> uploads;
+  std::vector<WeightUpload> uploads;
   if (absl::Status s = ex->BindWeights(program.weights, &offset, &uploads); !s.ok()) return s;
   const uint64_t pool_offset = offset;
   const uint64_t pool_bytes = 2ull * p.pool.layers * ex->num_pages_ * p.pool.page_size * p.pool.kv_heads *
@@ -291,7 +300,9 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   const uint64_t inputs_offset = AlignUp(x_f16_offset + x_f16_halves * sizeof(uint16_t));
   ex->device_bytes_ = AlignUp(inputs_offset + ex->layout_.total * sizeof(int32_t));
   KILN_CU(api, api.cuMemAlloc(&ex->device_, ex->device_bytes_));
-  for (auto& [rel, bytes] : uploads) KILN_CU(api, api.cuMemcpyHtoD(ex->device_ + rel, bytes.data(), bytes.size()));
+  for (const WeightUpload& up : uploads) {
+    KILN_CU(api, api.cuMemcpyHtoD(ex->device_ + up.offset, up.bytes.data(), up.bytes.size()));
+  }
   for (auto& [name, w] : ex->weights_) w.ptr += ex->device_;
   ex->pool_ = ex->device_ + pool_offset;
   ex->arena_ = ex->device_ + arena_offset;
