@@ -87,3 +87,10 @@ uint sequence_of(uint t) {
 #define ST_Q6_K 12
 #define ST_INT4 13
 #define ST_INT2 14
+
+// (word >> (shift + 8 i)) & mask for the four bytes i of a word: four codes
+// of a weight block at once.
+vec4 byte_fields(uint word, uint shift, uint mask) {
+  return vec4((word >> shift) & mask, (word >> (shift + 8u)) & mask, (word >> (shift + 16u)) & mask,
+              (word >> (shift + 24u)) & mask);
+}

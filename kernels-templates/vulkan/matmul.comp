@@ -48,6 +48,16 @@ uint slot_of(uint n) {
 #endif
   return 0u;
 }
+vec4 read_weight4(uint slot, uint row, uint k) {
+#if NUM_W >= 2
+  if (slot == 1u) return wread4_1(row, k);
+#endif
+#if NUM_W >= 3
+  if (slot == 2u) return wread4_2(row, k);
+#endif
+  return wread4_0(row, k);
+}
+
 uint row_of(uint n, uint slot) { return slot == 0u ? n : (slot == 1u ? n - N0 : n - N0 - N1); }
 
 void main() {
@@ -73,8 +83,39 @@ void main() {
   for (uint n0 = gl_WorkGroupID.x * COLS; n0 < NCOLS; n0 += gl_NumWorkGroups.x * COLS) {
     float acc[NREDUCE];
     for (int i = 0; i < NREDUCE; ++i) acc[i] = 0.0;
-    for (uint k = tid; k < K; k += WG) {
-      // This thread's activations at k, loaded once for all COLS columns.
+    // Four consecutive k per step (one block's scales, one word of codes),
+    // then the K % 4 tail one at a time.
+    for (uint k = 4u * tid; k + 4u <= K; k += 4u * WG) {
+      vec4 xs[TT];  // this thread's activations at k..k+3, loaded once for all COLS columns
+      for (uint t = 0u; t < TT; ++t) {
+        xs[t] = vec4(0.0);
+        if (t0 + t < rows) {
+          const uint at = pc.in0 + (t0 + t) * K + k;
+          xs[t] = vec4(arena[at], arena[at + 1u], arena[at + 2u], arena[at + 3u]);
+#if HAS_NORM
+          xs[t] = xs[t] * scale[t] * vec4(vec_[k], vec_[k + 1u], vec_[k + 2u], vec_[k + 3u]);
+#endif
+        }
+      }
+      for (uint c = 0u; c < COLS; ++c) {
+        const uint n = n0 + c;
+        if (n >= NCOLS) break;
+        const uint slot = slot_of(n);
+        const uint row = row_of(n, slot);
+        const vec4 w = read_weight4(slot, row, k);
+#if EPILOGUE == 1
+        const vec4 w_up = wread4_1(row, k);
+#endif
+        for (uint t = 0u; t < TT; ++t) {
+          acc[c * NACC * TT + t] += dot(xs[t], w);
+#if EPILOGUE == 1
+          acc[c * NACC * TT + TT + t] += dot(xs[t], w_up);
+#endif
+        }
+      }
+    }
+#if K % 4 != 0
+    for (uint k = (K / 4) * 4 + tid; k < K; k += WG) {
       float xs[TT];
       for (uint t = 0u; t < TT; ++t) {
         xs[t] = 0.0;
@@ -102,6 +143,7 @@ void main() {
         }
       }
     }
+#endif
     reduce_sum(acc);
     if (tid == 0u) {
       for (uint c = 0u; c < COLS; ++c) {

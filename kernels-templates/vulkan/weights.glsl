@@ -1,14 +1,24 @@
 // Element decoder of one weight slot, instantiated once per slot that a
 // kernel reads. Codegen defines before including it:
-//   WBUF (w0..w2), WBYTE / WF16 / WREAD (this slot's function names),
+//   WBUF (w0..w2), WBYTE / WWORD / WF16 / WREAD / WREAD4 (this slot's
+//   function names),
 //   WSTORAGE (an ST_* of common.glsl), WROW_BYTES (bytes of one row, a uint
 //   literal), WGROUP (elements per group for int4 / int2).
 // WREAD(row, e) is element e of row `row`, decoded exactly as the reference
-// decoders of runtime/formats/quant.cc do (those define the block layouts).
+// decoders of runtime/formats/quant.cc do (those define the block layouts);
+// WREAD4(row, e) elements e..e+3 (e a multiple of 4: never across a block),
+// reading each block's scales once and its codes a word at a time where the
+// layout allows.
 // Weights are read as 32-bit words so no 8/16-bit storage feature is needed.
 
 uint WBYTE(uint off) { return (WBUF[off >> 2] >> ((off & 3u) << 3)) & 0xFFu; }
+// Four bytes from any byte offset (two aligned loads at most).
+uint WWORD(uint off) {
+  const uint shift = (off & 3u) << 3, w = WBUF[off >> 2];
+  return shift == 0u ? w : (w >> shift) | (WBUF[(off >> 2) + 1u] << (32u - shift));
+}
 float WF16(uint off) { return unpackHalf2x16(WBYTE(off) | (WBYTE(off + 1u) << 8)).x; }
+
 
 float WREAD(uint row, uint e) {
   const uint base = row * WROW_BYTES;
@@ -98,5 +108,65 @@ float WREAD(uint row, uint e) {
   return WF16(b) * float(q) + WF16(b + 2u);
 #else
 #error unknown WSTORAGE
+#endif
+}
+
+vec4 WREAD4(uint row, uint e) {
+  const uint base = row * WROW_BYTES;
+#if WSTORAGE == ST_F32
+  const uint o = (base >> 2) + e;
+  return vec4(uintBitsToFloat(WBUF[o]), uintBitsToFloat(WBUF[o + 1u]), uintBitsToFloat(WBUF[o + 2u]),
+              uintBitsToFloat(WBUF[o + 3u]));
+#elif WSTORAGE == ST_F16
+  const uint o = base + 2u * e;
+  return vec4(unpackHalf2x16(WWORD(o)), unpackHalf2x16(WWORD(o + 4u)));
+#elif WSTORAGE == ST_BF16
+  const uint o = base + 2u * e, a = WWORD(o), b = WWORD(o + 4u);
+  return vec4(uintBitsToFloat(a << 16), uintBitsToFloat(a & 0xFFFF0000u), uintBitsToFloat(b << 16),
+              uintBitsToFloat(b & 0xFFFF0000u));
+#elif WSTORAGE == ST_Q8_0
+  const uint b = base + (e / 32u) * 34u;
+  const vec4 q = byte_fields(WWORD(b + 2u + e % 32u) ^ 0x80808080u, 0u, 0xFFu) - 128.0;  // int8
+  return WF16(b) * q;
+#elif WSTORAGE == ST_Q4_0 || WSTORAGE == ST_Q4_1
+#if WSTORAGE == ST_Q4_0
+  const uint b = base + (e / 32u) * 18u, qs = b + 2u;
+#else
+  const uint b = base + (e / 32u) * 20u, qs = b + 4u;
+#endif
+  const uint j = e % 32u;
+  const vec4 q = byte_fields(WWORD(qs + j % 16u), j < 16u ? 0u : 4u, 15u);
+#if WSTORAGE == ST_Q4_0
+  return WF16(b) * (q - 8.0);
+#else
+  return WF16(b) * q + WF16(b + 2u);
+#endif
+#elif WSTORAGE == ST_Q4_K
+  const uint b = base + (e / 256u) * 144u;
+  const uint x = e % 256u, s = x / 32u, t = b + 4u;
+  uint sc, mn;
+  if (s < 4u) {
+    sc = WBYTE(t + s) & 63u;
+    mn = WBYTE(t + s + 4u) & 63u;
+  } else {
+    sc = (WBYTE(t + s + 4u) & 15u) | ((WBYTE(t + s - 4u) >> 6) << 4);
+    mn = (WBYTE(t + s + 4u) >> 4) | ((WBYTE(t + s) >> 6) << 4);
+  }
+  const vec4 q = byte_fields(WWORD(b + 16u + (x / 64u) * 32u + x % 32u), 4u * (s % 2u), 15u);
+  return WF16(b) * float(sc) * q - WF16(b + 2u) * float(mn);
+#elif WSTORAGE == ST_Q6_K
+  const uint b = base + (e / 256u) * 210u, x = e % 256u;
+  const uint c = x / 128u, k = (x % 128u) / 32u, l = x % 32u;
+  const vec4 low = byte_fields(WWORD(b + 64u * c + 32u * (k % 2u) + l), 4u * (k / 2u), 15u);
+  const vec4 high = byte_fields(WWORD(b + 128u + 32u * c + l), 2u * k, 3u);
+  const int scale = int(WBYTE(b + 192u + x / 16u) ^ 0x80u) - 128;
+  return WF16(b + 208u) * float(scale) * (low + 16.0 * high - 32.0);
+#elif WSTORAGE == ST_INT4
+  const uint b = base + (e / WGROUP) * (WGROUP / 2u + 4u), j = e % WGROUP;
+  const uint codes = WBYTE(b + 4u + j / 2u) | (WBYTE(b + 5u + j / 2u) << 8);
+  const vec4 q = vec4(codes & 15u, (codes >> 4) & 15u, (codes >> 8) & 15u, (codes >> 12) & 15u);
+  return WF16(b) * q + WF16(b + 2u);
+#else
+  return vec4(WREAD(row, e), WREAD(row, e + 1u), WREAD(row, e + 2u), WREAD(row, e + 3u));
 #endif
 }
