@@ -56,6 +56,9 @@ class CudaExecutor final : public Executor {
   static absl::StatusOr<std::unique_ptr<Executor>> Create(const Program& program, const BackendOptions& options);
 
   absl::StatusOr<std::span<const float>> Step(const StepBatch& batch) override;
+  // The argmax of each logit row on the device: R ids cross to the host
+  // instead of R x n_vocab logits.
+  absl::StatusOr<std::span<const int32_t>> StepGreedy(const StepBatch& batch) override;
   std::string Describe() const override {
     return absl::StrFormat("cuda (%s, sm_%d, %d SMs)", context_->name(), context_->sm(), context_->multiprocessors());
   }
@@ -85,6 +88,10 @@ class CudaExecutor final : public Executor {
   absl::Status BindWeights(const WeightSource& weights, uint64_t* offset, std::vector<WeightUpload>* uploads);
   absl::Status ComputeRowKinds();
   absl::Status RecordBucket(size_t bucket);
+  // Validates the batch, copies its inputs to the device and launches the
+  // bucket's graph (recording it on first use); returns the bucket. Nothing
+  // waits for the device.
+  absl::StatusOr<size_t> LaunchStep(const StepBatch& batch);
   absl::Status RecordLaunch(size_t launch_index, size_t bucket);
 
   Plan plan_;
@@ -94,7 +101,8 @@ class CudaExecutor final : public Executor {
   CUstream stream_ = nullptr;
   CUdeviceptr device_ = 0;
   uint64_t device_bytes_ = 0;
-  CUdeviceptr arena_ = 0, pool_ = 0, scratch_ = 0, partials_ = 0, x_f16_ = 0, inputs_ = 0;
+  CUdeviceptr arena_ = 0, pool_ = 0, scratch_ = 0, partials_ = 0, x_f16_ = 0, inputs_ = 0, greedy_ids_ = 0;
+  CUfunction argmax_ = nullptr;  // null for kernels sections without it: StepGreedy then reads the logits
   uint64_t scratch_bytes_ = 0;
   int32_t* host_inputs_ = nullptr;  // pinned
   float* host_logits_ = nullptr;    // pinned
@@ -298,7 +306,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   const uint64_t partials_offset = AlignUp(scratch_offset + ex->scratch_bytes_);
   const uint64_t x_f16_offset = AlignUp(partials_offset + partial_floats * sizeof(float));
   const uint64_t inputs_offset = AlignUp(x_f16_offset + x_f16_halves * sizeof(uint16_t));
-  ex->device_bytes_ = AlignUp(inputs_offset + ex->layout_.total * sizeof(int32_t));
+  const uint64_t greedy_offset = AlignUp(inputs_offset + ex->layout_.total * sizeof(int32_t));
+  ex->device_bytes_ = AlignUp(greedy_offset + max_tokens * sizeof(int32_t));
   KILN_CU(api, api.cuMemAlloc(&ex->device_, ex->device_bytes_));
   for (const WeightUpload& up : uploads) {
     KILN_CU(api, api.cuMemcpyHtoD(ex->device_ + up.offset, up.bytes.data(), up.bytes.size()));
@@ -309,6 +318,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->scratch_ = ex->device_ + scratch_offset;
   ex->partials_ = ex->device_ + partials_offset;
   ex->x_f16_ = ex->device_ + x_f16_offset;
+  ex->greedy_ids_ = ex->device_ + greedy_offset;
+  if (const BundleKernel* k = bundle->Find(kGreedyArgmaxKernel)) {
+    KILN_CU(api, api.cuModuleGetFunction(&ex->argmax_, ex->module_, k->lowered_name.c_str()));
+  }
   ex->inputs_ = ex->device_ + inputs_offset;
   // A fresh pool reads as zeros, as on the CPU. The arena and scratch start
   // as NaNs: a kernel that reads what nothing wrote shows in the logits.
@@ -622,7 +635,7 @@ absl::Status CudaExecutor::RecordBucket(size_t bucket) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::span<const float>> CudaExecutor::Step(const StepBatch& batch) {
+absl::StatusOr<size_t> CudaExecutor::LaunchStep(const StepBatch& batch) {
   absl::StatusOr<size_t> bucket = ValidateStepBatch(plan_, num_pages_, batch);
   if (!bucket.ok()) return bucket.status();
   const int64_t T = static_cast<int64_t>(batch.tokens.size());
@@ -654,11 +667,40 @@ absl::StatusOr<std::span<const float>> CudaExecutor::Step(const StepBatch& batch
   const uint64_t copy_bytes = (layout_.block_tables + S * layout_.pages_stride) * sizeof(int32_t);
   KILN_CU(api, api.cuMemcpyHtoDAsync(inputs_, host_inputs_, copy_bytes, stream_));
   KILN_CU(api, api.cuGraphLaunch(graphs_[*bucket], stream_));
+  return *bucket;
+}
+
+absl::StatusOr<std::span<const float>> CudaExecutor::Step(const StepBatch& batch) {
+  absl::StatusOr<size_t> bucket = LaunchStep(batch);
+  if (!bucket.ok()) return bucket.status();
+  const DriverApi& api = *api_;
+  const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
   const PlanBinding& out = plan_.results.front();
   const uint64_t logits_bytes = static_cast<uint64_t>(R) * n_vocab_ * sizeof(float);
   KILN_CU(api, api.cuMemcpyDtoHAsync(host_logits_, arena_ + out.arena[*bucket], logits_bytes, stream_));
   KILN_CU(api, api.cuStreamSynchronize(stream_));
   return std::span<const float>(host_logits_, static_cast<size_t>(R * n_vocab_));
+}
+
+absl::StatusOr<std::span<const int32_t>> CudaExecutor::StepGreedy(const StepBatch& batch) {
+  if (argmax_ == nullptr) return Executor::StepGreedy(batch);
+  absl::StatusOr<size_t> bucket = LaunchStep(batch);
+  if (!bucket.ok()) return bucket.status();
+  const DriverApi& api = *api_;
+  const int64_t R = static_cast<int64_t>(batch.logit_rows.size());
+  ArgmaxParams ap{};
+  ap.x = reinterpret_cast<const float*>(arena_ + plan_.results.front().arena[*bucket]);
+  ap.y = reinterpret_cast<int*>(greedy_ids_);
+  ap.width = static_cast<int>(n_vocab_);
+  ap.rows = reinterpret_cast<const int*>(inputs_ + (layout_.counts + 2) * sizeof(int32_t));  // R
+  ap.max_rows = static_cast<int>(R);
+  void* args[] = {&ap};
+  KILN_CU(api, api.cuLaunchKernel(argmax_, static_cast<unsigned>(R), 1, 1, 256, 1, 1, 0, stream_, args, nullptr));
+  // The pinned logits buffer (R x n_vocab floats) has room for the R ids.
+  int32_t* ids = reinterpret_cast<int32_t*>(host_logits_);
+  KILN_CU(api, api.cuMemcpyDtoHAsync(ids, greedy_ids_, R * sizeof(int32_t), stream_));
+  KILN_CU(api, api.cuStreamSynchronize(stream_));
+  return std::span<const int32_t>(ids, static_cast<size_t>(R));
 }
 
 }  // namespace

@@ -176,8 +176,10 @@ absl::StatusOr<std::vector<KernelCall>> LowerLaunch(const Plan& plan, const Plan
 }
 
 absl::StatusOr<std::vector<std::string>> PlanInstantiations(const Plan& plan) {
-  std::vector<std::string> names;
-  std::set<std::string> seen;
+  // The executor's StepGreedy picks ids on the device with argmax_kernel
+  // whether or not the plan has an argmax launch.
+  std::vector<std::string> names = {kGreedyArgmaxKernel};
+  std::set<std::string> seen = {kGreedyArgmaxKernel};
   for (const PlanLaunch& l : plan.launches) {
     absl::StatusOr<std::vector<KernelCall>> calls = LowerLaunch(plan, l);
     if (!calls.ok()) return calls.status();

@@ -72,7 +72,11 @@ absl::StatusOr<std::string> StorageTemplate(const std::string& storage);
 // dim over 256).
 absl::StatusOr<std::vector<KernelCall>> LowerLaunch(const Plan& plan, const PlanLaunch& launch);
 
-// Every distinct name expression the plan needs, in first-use order.
+// The kernel the executor's StepGreedy runs over the logit rows.
+inline constexpr char kGreedyArgmaxKernel[] = "kiln::argmax_kernel";
+
+// Every distinct name expression the plan needs, in first-use order (the
+// greedy argmax first).
 absl::StatusOr<std::vector<std::string>> PlanInstantiations(const Plan& plan);
 
 }  // namespace kiln::cuda

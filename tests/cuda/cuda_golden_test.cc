@@ -4,6 +4,7 @@
 // goldens, every model's greedy ids equal the CPU executor's, prompt logits
 // agree, PTX runs where the cubin's SM differs, and an SM the GPU cannot run
 // is a clear error. Skips without a GPU or without the artifacts.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -110,6 +111,55 @@ TEST_F(CudaGolden, GreedyIdsEqualLlamaCppAndTheCpu) {
     }
   }
   if (checked == 0) GTEST_SKIP() << "no artifacts or goldens under " << artifacts_;
+}
+
+// StepGreedy picks ids on the device: they equal the argmax (lowest id on
+// ties) of Step's logits for the same steps, over prefill and decode.
+TEST_F(CudaGolden, StepGreedyIsTheArgmaxOfStepsLogits) {
+  std::unique_ptr<Program> program = Load("stories260K");
+  if (!program) GTEST_SKIP() << "no stories260K artifact";
+  std::unique_ptr<Executor> a = Gpu(*program), b = Gpu(*program);
+  ASSERT_TRUE(a && b);
+  const std::vector<int32_t> ids = {1, 403, 407, 261, 378, 290, 1083, 354, 352, 2001 % 512, 17, 99};
+  std::vector<int32_t> table(32);
+  for (int i = 0; i < 32; ++i) table[i] = i;
+  const int64_t vocab = a->n_vocab();
+  // A prefill of 8 tokens asking for three rows, then single-token decodes.
+  std::vector<StepBatch> steps;
+  {
+    StepBatch s;
+    s.tokens.assign(ids.begin(), ids.begin() + 8);
+    for (int32_t i = 0; i < 8; ++i) s.positions.push_back(i);
+    s.query_starts = {0, 8};
+    s.context_lens = {8};
+    s.block_tables = table;
+    s.pages_per_seq = 32;
+    s.logit_rows = {7, 0, 3};
+    steps.push_back(s);
+  }
+  for (int32_t p = 8; p < static_cast<int32_t>(ids.size()); ++p) {
+    StepBatch s;
+    s.tokens = {ids[p]};
+    s.positions = {p};
+    s.query_starts = {0, 1};
+    s.context_lens = {p + 1};
+    s.block_tables = table;
+    s.pages_per_seq = 32;
+    s.logit_rows = {0};
+    steps.push_back(s);
+  }
+  for (const StepBatch& s : steps) {
+    absl::StatusOr<std::span<const float>> logits = a->Step(s);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    std::vector<int32_t> want;
+    for (size_t r = 0; r < s.logit_rows.size(); ++r) {
+      const float* row = logits->data() + r * vocab;
+      want.push_back(static_cast<int32_t>(std::max_element(row, row + vocab) - row));
+    }
+    absl::StatusOr<std::span<const int32_t>> got = b->StepGreedy(s);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(std::vector<int32_t>(got->begin(), got->end()), want);
+  }
 }
 
 TEST_F(CudaGolden, PtxRunsWhereTheCubinIsForAnotherSm) {
