@@ -115,6 +115,9 @@ class VulkanExecutor final : public Executor {
   std::vector<std::vector<bool>> logit_rows_;  // [launch][bucket]
   int64_t num_pages_ = 0, n_vocab_ = 0, max_token_ = 0;
   int64_t kv_half_floats_ = 0;
+  // A GPU needs many workgroups per decode step; a CPU device (lavapipe) has
+  // a few threads and pays for every workgroup.
+  int64_t max_attention_splits_ = 64;
   int64_t io_offsets_[kIoHeaderInts] = {};
   int64_t pages_per_seq_capacity_ = 0;  // block-table entries per sequence the io buffer holds
   std::vector<float> logits_;
@@ -174,6 +177,7 @@ absl::Status VulkanExecutor::CreateDevice() {
   description_ = has_driver_props ? absl::StrCat("vulkan (", props_.deviceName, ", ", driver.driverInfo, ")")
                                   : absl::StrCat("vulkan (", props_.deviceName, ")");
   storage_align_ = std::max<VkDeviceSize>(256, props_.limits.minStorageBufferOffsetAlignment);
+  if (props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) max_attention_splits_ = 4;
 
   uint32_t families = 0;
   api_.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &families, nullptr);
@@ -549,7 +553,7 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
   std::vector<Access> pending_reads, pending_writes;
   VkPipeline bound = VK_NULL_HANDLE;
   const int64_t layer_floats = 2 * kv_half_floats_;
-  const int64_t splits = AttentionSplits(B);
+  const int64_t splits = AttentionSplits(B, max_attention_splits_);
   for (const Dispatch& d : dispatches_) {
     const PlannedDispatch& p = d.planned;
     if (p.only_when_split && splits == 1) continue;
@@ -684,7 +688,7 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   for (const Dispatch& d : dispatches_) {
     if (!d.planned.uses_partials || d.planned.only_when_split) continue;
     for (int64_t b : plan_.buckets) {
-      const int64_t s = AttentionSplits(b);
+      const int64_t s = AttentionSplits(b, max_attention_splits_);
       if (s > 1) partial_floats = std::max(partial_floats, b * d.planned.shape.heads * s * (plan_.pool.head_dim + 2));
     }
   }

@@ -330,7 +330,9 @@ absl::StatusOr<std::vector<PlannedDispatch>> OneLaunch(const Ctx& c) {
 
 }  // namespace
 
-int64_t AttentionSplits(int64_t bucket) { return bucket >= 64 ? 1 : 64 / std::max<int64_t>(bucket, 1); }
+int64_t AttentionSplits(int64_t bucket, int64_t max_splits) {
+  return bucket >= max_splits ? 1 : max_splits / std::max<int64_t>(bucket, 1);
+}
 
 std::string KernelInstance::ConstantsText() const {
   std::vector<std::string> parts;

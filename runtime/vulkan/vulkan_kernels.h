@@ -44,7 +44,7 @@ struct LaunchShape {
     kStride,  // x = min(ceil(B * items_per_token / WG), kMaxStrideGroups)
     kPerRow,  // x = B
     kMatmul,  // x = ceil(columns / columns_per_group) (at most the device's limit), y = ceil(B / tokens_per_group)
-    kPerHeadToken,  // x = heads, y = B, z = AttentionSplits(B) where uses_partials
+    kPerHeadToken,  // x = heads, y = B, z = AttentionSplits(B, ...) where uses_partials
   };
   Kind kind = Kind::kStride;
   int64_t items_per_token = 0;
@@ -73,15 +73,15 @@ struct PlannedDispatch {
   std::array<ArenaOperand, 3> outputs;
   LaunchShape shape;
   // Split-K attention: binding 0 holds the partials, push constant `splits`
-  // is AttentionSplits(B); a combine runs only where that is above 1.
+  // is AttentionSplits(B, ...); a combine runs only where that is above 1.
   bool uses_partials = false;
   bool only_when_split = false;
 };
 
-// Workgroups per (token, head) of attention in a bucket of B tokens: many for
-// decode-sized steps (few tokens over long contexts would leave a GPU idle),
-// one for prefill-sized steps (their tokens already fill it).
-int64_t AttentionSplits(int64_t bucket);
+// Workgroups per (token, head) of attention in a bucket of B tokens: up to
+// `max_splits` for decode-sized steps (few tokens over long contexts would
+// leave a GPU idle), one for prefill-sized steps (their tokens fill it).
+int64_t AttentionSplits(int64_t bucket, int64_t max_splits);
 
 // The dispatches of every launch, in plan order, or an error naming the
 // launch when kiln has no Vulkan kernel for it.
