@@ -15,6 +15,8 @@ PACKAGES=(
   # SPIR-V / Vulkan (lavapipe for CI)
   libshaderc-dev glslc glslang-dev glslang-tools spirv-tools spirv-headers
   libvulkan-dev mesa-vulkan-drivers vulkan-tools
+  # Khronos validation layers: VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation on the Vulkan tests
+  vulkan-validationlayers
   # the chat page's browser test (tests/serving/chat_page_test.py): headless
   # Chromium; 25 packages, 122 MB download, 414 MB installed, 8 s on the dev box
   chromium
