@@ -179,7 +179,10 @@ absl::StatusOr<std::vector<uint8_t>> GenerateVulkanKernels(const Plan& plan) {
   if (!dispatches.ok()) return dispatches.status();
   std::map<std::string, KernelInstance> instances;
   for (const auto& launch : *dispatches) {
-    for (const vulkan::PlannedDispatch& d : launch) instances.emplace(d.kernel.Key(), d.kernel);
+    for (const vulkan::PlannedDispatch& d : launch) {
+      instances.emplace(d.kernel.Key(), d.kernel);
+      if (d.decode_kernel) instances.emplace(d.decode_kernel->Key(), *d.decode_kernel);
+    }
   }
   const vulkan::PlannedDispatch copy = vulkan::CopyLogitsDispatch(plan);
   instances.emplace(copy.kernel.Key(), copy.kernel);

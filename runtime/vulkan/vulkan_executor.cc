@@ -71,6 +71,7 @@ class VulkanExecutor final : public Executor {
     PlannedDispatch planned;
     size_t launch = 0;  // index into plan_.launches, or launches.size() for copy_logits
     VkPipeline pipeline = VK_NULL_HANDLE;
+    VkPipeline decode_pipeline = VK_NULL_HANDLE;  // where planned.decode_kernel is set
     VkDescriptorSet set = VK_NULL_HANDLE;
   };
   absl::Status CreateDevice();
@@ -428,13 +429,10 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
   pli.pushConstantRangeCount = 1;
   pli.pPushConstantRanges = &range;
   KILN_VK_CHECK(api_.vkCreatePipelineLayout(device_, &pli, nullptr, &pipeline_layout_), "vkCreatePipelineLayout");
-  for (Dispatch& d : dispatches_) {
-    const std::string key = d.planned.kernel.Key();
-    auto have = pipelines_.find(key);
-    if (have != pipelines_.end()) {
-      d.pipeline = have->second;
-      continue;
-    }
+  // One pipeline per instance key, shared by every dispatch of that instance.
+  auto pipeline_for = [&](const KernelInstance& k) -> absl::StatusOr<VkPipeline> {
+    const std::string key = k.Key();
+    if (auto have = pipelines_.find(key); have != pipelines_.end()) return have->second;
     auto m = by_key.find(key);
     if (m == by_key.end()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -456,7 +454,17 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
     api_.vkDestroyShaderModule(device_, module, nullptr);
     KILN_VK_CHECK(r, absl::StrCat("pipeline '", key, "'"));
     pipelines_[key] = pipeline;
-    d.pipeline = pipeline;
+    return pipeline;
+  };
+  for (Dispatch& d : dispatches_) {
+    absl::StatusOr<VkPipeline> p = pipeline_for(d.planned.kernel);
+    if (!p.ok()) return p.status();
+    d.pipeline = *p;
+    if (d.planned.decode_kernel) {
+      absl::StatusOr<VkPipeline> decode = pipeline_for(*d.planned.decode_kernel);
+      if (!decode.ok()) return decode.status();
+      d.decode_pipeline = *decode;
+    }
   }
   return absl::OkStatus();
 }
@@ -606,7 +614,12 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
     pending_reads.insert(pending_reads.end(), reads.begin(), reads.end());
     pending_writes.insert(pending_writes.end(), writes.begin(), writes.end());
 
+    // Decode-sized buckets run the matmul's one-token variant where it has one.
+    const bool decode_variant = p.decode_kernel && B <= p.decode_max_bucket;
+    const VkPipeline pipeline = decode_variant ? d.decode_pipeline : d.pipeline;
     const int64_t wg = p.kernel.workgroup_size;
+    const int64_t tokens_per_group = decode_variant ? 1 : p.shape.tokens_per_group;
+    const int64_t columns_per_group = decode_variant ? p.decode_columns_per_group : p.shape.columns_per_group;
     int64_t x = 1, y = 1, z = 1;
     switch (p.shape.kind) {
       case LaunchShape::Kind::kStride:
@@ -616,9 +629,9 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
         x = B;
         break;
       case LaunchShape::Kind::kMatmul:
-        x = std::clamp<int64_t>((p.shape.columns + p.shape.columns_per_group - 1) / p.shape.columns_per_group, 1,
+        x = std::clamp<int64_t>((p.shape.columns + columns_per_group - 1) / columns_per_group, 1,
                                 props_.limits.maxComputeWorkGroupCount[0]);
-        y = (B + p.shape.tokens_per_group - 1) / p.shape.tokens_per_group;
+        y = (B + tokens_per_group - 1) / tokens_per_group;
         break;
       case LaunchShape::Kind::kPerHeadToken:
         x = p.shape.heads;
@@ -626,9 +639,9 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
         z = p.uses_partials ? splits : 1;
         break;
     }
-    if (d.pipeline != bound) {
-      api_.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d.pipeline);
-      bound = d.pipeline;
+    if (pipeline != bound) {
+      api_.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+      bound = pipeline;
     }
     api_.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &d.set, 0, nullptr);
     api_.vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);

@@ -128,7 +128,9 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   const PlanWeight* norm = fused ? c.Weight("norm") : nullptr;
   if (!c.Arena("input")) return Unsupported(l, "needs an arena input");
 
-  constexpr int64_t kTokensPerGroup = 4, kColumnsPerGroup = 4;
+  // Prefill: 8 tokens x 2 columns per workgroup reuse each decoded weight 8
+  // times; decode (at most 2 tokens): 1 token x 4 columns.
+  constexpr int64_t kTokensPerGroup = 8, kColumnsPerGroup = 2, kDecodeColumnsPerGroup = 4, kDecodeMaxBucket = 2;
   InstanceBuilder b("matmul", 64);
   b.Int("K", k).Int("NUM_W", static_cast<int64_t>(ws.size()));
   int64_t columns = 0;
@@ -146,12 +148,18 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
     b.Float("EPS", *eps);
     d.vector_weight = norm->name;
   }
+  InstanceBuilder decode = b;
   b.Int("TT", kTokensPerGroup).Int("COLS", kColumnsPerGroup);
+  decode.Int("TT", 1).Int("COLS", kDecodeColumnsPerGroup);
   for (size_t i = 0; i < ws.size(); ++i) {
     AddWeightSlot(b, static_cast<int>(i), *ws[i]);
+    AddWeightSlot(decode, static_cast<int>(i), *ws[i]);
     d.weights[i] = ws[i]->name;
   }
   d.kernel = b.Build();
+  d.decode_kernel = decode.Build();
+  d.decode_max_bucket = kDecodeMaxBucket;
+  d.decode_columns_per_group = kDecodeColumnsPerGroup;
   d.inputs[0] = {"input", k};
   if (epi == 2) {
     if (!c.Arena("residual")) return Unsupported(l, "residual_add needs a residual");

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -76,6 +77,12 @@ struct PlannedDispatch {
   // is AttentionSplits(B, ...); a combine runs only where that is above 1.
   bool uses_partials = false;
   bool only_when_split = false;
+  // matmul: a variant for buckets of at most decode_max_bucket tokens, one
+  // token per workgroup row (decode leaves the prefill variant's token tile
+  // mostly empty), decode_columns_per_group columns per workgroup.
+  std::optional<KernelInstance> decode_kernel;
+  int64_t decode_max_bucket = 0;
+  int64_t decode_columns_per_group = 1;
 };
 
 // Workgroups per (token, head) of attention in a bucket of B tokens: up to

@@ -75,8 +75,9 @@ TEST(VulkanBundle, EveryModulePassesSpirvVal) {
   for (const vulkan::SpirvModule& m : *modules) templates.insert(m.template_name);
   EXPECT_EQ(templates, (std::set<std::string>{"argmax", "attention_combine", "copy_logits", "elementwise", "embedding", "gather_rows",
                                               "kv_append", "matmul", "paged_attention", "rms_norm", "rope"}));
-  // 15 storages of the plain matmul, the fused QKV, and the rest once each (elementwise: four ops).
-  EXPECT_EQ(modules->size(), 15u + 1 + 4 + 9);
+  // 15 storages of the plain matmul and the fused QKV, each a prefill and a
+  // decode variant; the rest once each (elementwise: four ops).
+  EXPECT_EQ(modules->size(), 2 * (15u + 1) + 4 + 9);
   const std::filesystem::path dir = ScratchDir("spirv_val");
   for (size_t i = 0; i < modules->size(); ++i) {
     const std::filesystem::path file = dir / absl::StrCat(i, ".spv");

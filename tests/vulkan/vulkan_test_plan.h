@@ -22,7 +22,7 @@ namespace kiln::testing {
 
 class TestPlan {
  public:
-  explicit TestPlan(std::vector<int64_t> buckets = {4, 8}) : buckets_(std::move(buckets)) {}
+  explicit TestPlan(std::vector<int64_t> buckets = {1, 2, 8}) : buckets_(std::move(buckets)) {}
 
   // A weight of `storage` with random values in [-scale, scale].
   std::string Weight(const std::string& name, const std::string& storage, std::vector<int64_t> shape,
