@@ -143,7 +143,11 @@ absl::Status VulkanExecutor::CreateDevice() {
   if (absl::Status s = api_.LoadLoader(); !s.ok()) return s;
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "kiln";
-  app.apiVersion = VK_API_VERSION_1_1;
+  // 1.2 where the loader has it: the driver-properties query (for Describe) is
+  // 1.2; the kernels need only 1.1 (SPIR-V 1.3, subgroup arithmetic).
+  uint32_t loader_version = VK_API_VERSION_1_0;
+  if (api_.vkEnumerateInstanceVersion != nullptr) api_.vkEnumerateInstanceVersion(&loader_version);
+  app.apiVersion = loader_version >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1;
   VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
   ici.pApplicationInfo = &app;
   if (VkResult r = api_.vkCreateInstance(&ici, nullptr, &instance_); r != VK_SUCCESS) {
@@ -165,7 +169,7 @@ absl::Status VulkanExecutor::CreateDevice() {
   api_.vkGetPhysicalDeviceMemoryProperties(physical_, &memory_props_);
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
-  const bool has_driver_props = props_.apiVersion >= VK_API_VERSION_1_2;
+  const bool has_driver_props = props_.apiVersion >= VK_API_VERSION_1_2 && app.apiVersion >= VK_API_VERSION_1_2;
   if (has_driver_props) subgroup.pNext = &driver;
   VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   props2.pNext = &subgroup;
