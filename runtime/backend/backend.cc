@@ -13,6 +13,7 @@
 #endif
 #ifdef KILN_WITH_VULKAN
 #include "runtime/vulkan/vulkan_executor.h"
+#include "runtime/vulkan/vulkan_probe.h"
 #endif
 
 namespace kiln {
@@ -33,7 +34,7 @@ const std::vector<GpuBackend>& GpuBackends() {
       {"cuda", &cuda::CreateCudaExecutor},
 #endif
 #ifdef KILN_WITH_VULKAN
-      {"vulkan", &vulkan::CreateVulkanExecutor},
+      {"vulkan", &vulkan::CreateVulkanExecutor, &vulkan::ProbeVulkanCeilings},
 #endif
   };
   return backends;

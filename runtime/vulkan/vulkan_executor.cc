@@ -13,19 +13,13 @@
 #include "runtime/cpu/weight_storage.h"
 #include "runtime/executor/repack.h"
 #include "runtime/vulkan/vulkan_api.h"
+#include "runtime/vulkan/vulkan_device.h"
 #include "runtime/vulkan/vulkan_bundle.h"
 #include "runtime/vulkan/vulkan_kernels.h"
 
 namespace kiln::vulkan {
 namespace {
 
-#define KILN_VK_CHECK(call, what)                                                                       \
-  do {                                                                                                  \
-    const VkResult kiln_vk_result = (call);                                                             \
-    if (kiln_vk_result != VK_SUCCESS) {                                                                 \
-      return absl::InternalError(absl::StrCat("vulkan: ", what, " failed: ", VkResultName(kiln_vk_result))); \
-    }                                                                                                   \
-  } while (0)
 
 // The step inputs' header (kernels-templates/vulkan/common.glsl reads it).
 // The block tables come last among the inputs: a bucket of B tokens copies
@@ -41,12 +35,6 @@ struct PushConstants {
   uint32_t splits = 1;
 };
 
-struct Buffer {
-  VkBuffer buffer = VK_NULL_HANDLE;
-  VkDeviceMemory memory = VK_NULL_HANDLE;
-  VkDeviceSize size = 0;
-  void* mapped = nullptr;  // host-visible buffers only
-};
 
 // A byte range of one buffer a dispatch reads or writes, for barriers.
 struct Access {
@@ -62,7 +50,7 @@ class VulkanExecutor final : public Executor {
 
   absl::Status Init(const WeightSource& weights, std::span<const uint8_t> bundle);
   absl::StatusOr<std::span<const float>> Step(const StepBatch& batch) override;
-  std::string Describe() const override { return description_; }
+  std::string Describe() const override { return dev_.description(); }
   const Plan& plan() const override { return plan_; }
   int64_t num_pages() const override { return num_pages_; }
 
@@ -74,11 +62,7 @@ class VulkanExecutor final : public Executor {
     VkPipeline decode_pipeline = VK_NULL_HANDLE;  // where planned.decode_kernel is set
     VkDescriptorSet set = VK_NULL_HANDLE;
   };
-  absl::Status CreateDevice();
-  absl::StatusOr<Buffer> CreateBuffer(VkDeviceSize size, bool host_visible, const char* what);
-  void DestroyBuffer(Buffer& b);
   absl::Status UploadWeights(const WeightSource& weights);
-  absl::Status RunOnce(const std::function<void(VkCommandBuffer)>& record);
   absl::Status CreatePipelines(const std::vector<SpirvModule>& modules);
   absl::Status WriteDescriptorSets();
   absl::Status Record(size_t bucket);
@@ -86,15 +70,7 @@ class VulkanExecutor final : public Executor {
 
   Plan plan_;
   VulkanExecutorOptions options_;
-  std::string description_;
-  VulkanApi api_;
-  VkInstance instance_ = VK_NULL_HANDLE;
-  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
-  VkPhysicalDeviceProperties props_{};
-  VkPhysicalDeviceMemoryProperties memory_props_{};
-  VkDevice device_ = VK_NULL_HANDLE;
-  VkQueue queue_ = VK_NULL_HANDLE;
-  uint32_t queue_family_ = 0;
+  VulkanDevice dev_;  // first: destroyed after everything made on it
 
   Buffer weights_, arena_, kv_, io_, step_inputs_, partials_, dummy_;
   struct Placed {
@@ -102,13 +78,11 @@ class VulkanExecutor final : public Executor {
   };
   std::map<std::string, Placed> placed_weights_;
   std::vector<std::pair<RopeTable, Placed>> rope_tables_;
-  VkDeviceSize storage_align_ = 256;
 
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
   std::map<std::string, VkPipeline> pipelines_;
   VkDescriptorPool descriptor_pool_ = VK_NULL_HANDLE;
-  VkCommandPool command_pool_ = VK_NULL_HANDLE;
   std::vector<VkCommandBuffer> commands_;  // one per bucket
   VkFence fence_ = VK_NULL_HANDLE;
 
@@ -125,164 +99,15 @@ class VulkanExecutor final : public Executor {
 };
 
 VulkanExecutor::~VulkanExecutor() {
-  if (device_ != VK_NULL_HANDLE) {
-    api_.vkQueueWaitIdle(queue_);
-    if (fence_) api_.vkDestroyFence(device_, fence_, nullptr);
-    if (command_pool_) api_.vkDestroyCommandPool(device_, command_pool_, nullptr);
-    if (descriptor_pool_) api_.vkDestroyDescriptorPool(device_, descriptor_pool_, nullptr);
-    for (auto& [key, p] : pipelines_) api_.vkDestroyPipeline(device_, p, nullptr);
-    if (pipeline_layout_) api_.vkDestroyPipelineLayout(device_, pipeline_layout_, nullptr);
-    if (set_layout_) api_.vkDestroyDescriptorSetLayout(device_, set_layout_, nullptr);
-    for (Buffer* b : {&weights_, &arena_, &kv_, &io_, &step_inputs_, &partials_, &dummy_}) DestroyBuffer(*b);
-    api_.vkDestroyDevice(device_, nullptr);
+  if (dev_.device() != VK_NULL_HANDLE) {
+    dev_.api().vkQueueWaitIdle(dev_.queue());
+    if (fence_) dev_.api().vkDestroyFence(dev_.device(), fence_, nullptr);
+    if (descriptor_pool_) dev_.api().vkDestroyDescriptorPool(dev_.device(), descriptor_pool_, nullptr);
+    for (auto& [key, p] : pipelines_) dev_.api().vkDestroyPipeline(dev_.device(), p, nullptr);
+    if (pipeline_layout_) dev_.api().vkDestroyPipelineLayout(dev_.device(), pipeline_layout_, nullptr);
+    if (set_layout_) dev_.api().vkDestroyDescriptorSetLayout(dev_.device(), set_layout_, nullptr);
+    for (Buffer* b : {&weights_, &arena_, &kv_, &io_, &step_inputs_, &partials_, &dummy_}) dev_.DestroyBuffer(*b);
   }
-  if (instance_ != VK_NULL_HANDLE) api_.vkDestroyInstance(instance_, nullptr);
-}
-
-absl::Status VulkanExecutor::CreateDevice() {
-  if (absl::Status s = api_.LoadLoader(); !s.ok()) return s;
-  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
-  app.pApplicationName = "kiln";
-  // 1.2 where the loader has it: the driver-properties query (for Describe) is
-  // 1.2; the kernels need only 1.1 (SPIR-V 1.3, subgroup arithmetic).
-  uint32_t loader_version = VK_API_VERSION_1_0;
-  if (api_.vkEnumerateInstanceVersion != nullptr) api_.vkEnumerateInstanceVersion(&loader_version);
-  app.apiVersion = loader_version >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1;
-  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
-  ici.pApplicationInfo = &app;
-  if (VkResult r = api_.vkCreateInstance(&ici, nullptr, &instance_); r != VK_SUCCESS) {
-    instance_ = VK_NULL_HANDLE;
-    return absl::UnavailableError(absl::StrCat("no Vulkan driver (vkCreateInstance: ", VkResultName(r), ")"));
-  }
-  if (absl::Status s = api_.LoadInstance(instance_); !s.ok()) return s;
-  uint32_t count = 0;
-  api_.vkEnumeratePhysicalDevices(instance_, &count, nullptr);
-  std::vector<VkPhysicalDevice> devices(count);
-  if (count > 0) api_.vkEnumeratePhysicalDevices(instance_, &count, devices.data());
-  if (count == 0) return absl::UnavailableError("no Vulkan device");
-  if (options_.device < 0 || options_.device >= static_cast<int>(count)) {
-    return absl::UnavailableError(
-        absl::StrFormat("no Vulkan device %d (the loader lists %d)", options_.device, count));
-  }
-  physical_ = devices[options_.device];
-  api_.vkGetPhysicalDeviceProperties(physical_, &props_);
-  api_.vkGetPhysicalDeviceMemoryProperties(physical_, &memory_props_);
-  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-  VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
-  const bool has_driver_props = props_.apiVersion >= VK_API_VERSION_1_2 && app.apiVersion >= VK_API_VERSION_1_2;
-  if (has_driver_props) subgroup.pNext = &driver;
-  VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-  props2.pNext = &subgroup;
-  api_.vkGetPhysicalDeviceProperties2(physical_, &props2);
-  const VkSubgroupFeatureFlags needed = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
-  if ((subgroup.supportedOperations & needed) != needed || !(subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) {
-    return absl::UnavailableError(
-        absl::StrCat("Vulkan device '", props_.deviceName, "' lacks subgroup arithmetic in compute shaders"));
-  }
-  description_ = has_driver_props ? absl::StrCat("vulkan (", props_.deviceName, ", ", driver.driverInfo, ")")
-                                  : absl::StrCat("vulkan (", props_.deviceName, ")");
-  storage_align_ = std::max<VkDeviceSize>(256, props_.limits.minStorageBufferOffsetAlignment);
-  if (props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) max_attention_splits_ = 4;
-
-  uint32_t families = 0;
-  api_.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &families, nullptr);
-  std::vector<VkQueueFamilyProperties> qf(families);
-  api_.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &families, qf.data());
-  std::optional<uint32_t> compute;
-  for (uint32_t i = 0; i < families; ++i) {
-    if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
-      compute = i;
-      break;
-    }
-  }
-  if (!compute) return absl::UnavailableError(absl::StrCat("Vulkan device '", props_.deviceName, "' has no compute queue"));
-  queue_family_ = *compute;
-  const float priority = 1.0f;
-  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
-  qci.queueFamilyIndex = queue_family_;
-  qci.queueCount = 1;
-  qci.pQueuePriorities = &priority;
-  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-  dci.queueCreateInfoCount = 1;
-  dci.pQueueCreateInfos = &qci;
-  KILN_VK_CHECK(api_.vkCreateDevice(physical_, &dci, nullptr, &device_), "vkCreateDevice");
-  if (absl::Status s = api_.LoadDevice(device_); !s.ok()) return s;
-  api_.vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
-  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-  pci.queueFamilyIndex = queue_family_;
-  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-  KILN_VK_CHECK(api_.vkCreateCommandPool(device_, &pci, nullptr, &command_pool_), "vkCreateCommandPool");
-  VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  KILN_VK_CHECK(api_.vkCreateFence(device_, &fci, nullptr, &fence_), "vkCreateFence");
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Buffer> VulkanExecutor::CreateBuffer(VkDeviceSize size, bool host_visible, const char* what) {
-  Buffer b;
-  b.size = std::max<VkDeviceSize>(16, (size + 15) / 16 * 16);
-  VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-  bci.size = b.size;
-  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
-  bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  KILN_VK_CHECK(api_.vkCreateBuffer(device_, &bci, nullptr, &b.buffer), absl::StrCat("creating the ", what, " buffer"));
-  VkMemoryRequirements req;
-  api_.vkGetBufferMemoryRequirements(device_, b.buffer, &req);
-  const VkMemoryPropertyFlags need =
-      host_visible ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT : 0;
-  const VkMemoryPropertyFlags want = host_visible ? VK_MEMORY_PROPERTY_HOST_CACHED_BIT : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
-  std::optional<uint32_t> type;
-  for (int pass = 0; pass < 2 && !type; ++pass) {
-    for (uint32_t i = 0; i < memory_props_.memoryTypeCount; ++i) {
-      const VkMemoryPropertyFlags f = memory_props_.memoryTypes[i].propertyFlags;
-      if (!(req.memoryTypeBits & (1u << i)) || (f & need) != need) continue;
-      if (pass == 0 && (f & want) != want) continue;
-      type = i;
-      break;
-    }
-  }
-  if (!type) {
-    api_.vkDestroyBuffer(device_, b.buffer, nullptr);
-    return absl::ResourceExhaustedError(absl::StrCat("vulkan: no memory type for the ", what, " buffer"));
-  }
-  VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-  mai.allocationSize = req.size;
-  mai.memoryTypeIndex = *type;
-  if (VkResult r = api_.vkAllocateMemory(device_, &mai, nullptr, &b.memory); r != VK_SUCCESS) {
-    api_.vkDestroyBuffer(device_, b.buffer, nullptr);
-    return absl::ResourceExhaustedError(absl::StrFormat("vulkan: allocating %d bytes for the %s buffer: %s", req.size,
-                                                        what, VkResultName(r)));
-  }
-  api_.vkBindBufferMemory(device_, b.buffer, b.memory, 0);
-  if (memory_props_.memoryTypes[*type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
-    KILN_VK_CHECK(api_.vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped), "vkMapMemory");
-  }
-  return b;
-}
-
-void VulkanExecutor::DestroyBuffer(Buffer& b) {
-  if (b.buffer) api_.vkDestroyBuffer(device_, b.buffer, nullptr);
-  if (b.memory) api_.vkFreeMemory(device_, b.memory, nullptr);
-  b = Buffer{};
-}
-
-absl::Status VulkanExecutor::RunOnce(const std::function<void(VkCommandBuffer)>& record) {
-  VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  cai.commandPool = command_pool_;
-  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  cai.commandBufferCount = 1;
-  VkCommandBuffer cb;
-  KILN_VK_CHECK(api_.vkAllocateCommandBuffers(device_, &cai, &cb), "vkAllocateCommandBuffers");
-  VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  api_.vkBeginCommandBuffer(cb, &begin);
-  record(cb);
-  api_.vkEndCommandBuffer(cb);
-  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cb;
-  KILN_VK_CHECK(api_.vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE), "vkQueueSubmit");
-  KILN_VK_CHECK(api_.vkQueueWaitIdle(queue_), "vkQueueWaitIdle");
-  return absl::OkStatus();
 }
 
 absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
@@ -290,7 +115,7 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
   VkDeviceSize at = 0;
   // Kernels read whole 32-bit words: a weight's range ends on a word.
   auto place = [&](VkDeviceSize bytes) {
-    at = (at + storage_align_ - 1) / storage_align_ * storage_align_;
+    at = (at + dev_.storage_align() - 1) / dev_.storage_align() * dev_.storage_align();
     Placed p{at, bytes};
     at += (bytes + 3) / 4 * 4;
     return p;
@@ -302,10 +127,10 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
     const std::optional<uint64_t> row = storage->RowBytes(cols);
     const VkDeviceSize bytes = w.shape.size() == 1 ? cols * 4 : (row ? *row * rows : 0);
     if (bytes == 0) return absl::InvalidArgumentError(absl::StrCat("weight '", w.name, "': bad shape for ", w.storage));
-    if (bytes > props_.limits.maxStorageBufferRange) {
+    if (bytes > dev_.props().limits.maxStorageBufferRange) {
       return absl::ResourceExhaustedError(absl::StrFormat("vulkan: weight '%s' (%d bytes) exceeds the device's %d-byte "
                                                           "storage buffer range", w.name, bytes,
-                                                          props_.limits.maxStorageBufferRange));
+                                                          dev_.props().limits.maxStorageBufferRange));
     }
     placed_weights_[w.name] = place(bytes);
   }
@@ -318,7 +143,7 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
                                 place(static_cast<VkDeviceSize>(plan_.pool.max_tokens) * d.planned.rope.dims * 4));
     }
   }
-  absl::StatusOr<Buffer> buffer = CreateBuffer(std::max<VkDeviceSize>(at, 16), false, "weights");
+  absl::StatusOr<Buffer> buffer = dev_.CreateBuffer(std::max<VkDeviceSize>(at, 16), false, "weights");
   if (!buffer.ok()) return buffer.status();
   weights_ = *buffer;
 
@@ -329,15 +154,15 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
   std::vector<VkBufferCopy> copies;
   auto flush = [&]() -> absl::Status {
     if (copies.empty()) return absl::OkStatus();
-    absl::Status s = RunOnce([&](VkCommandBuffer cb) {
-      api_.vkCmdCopyBuffer(cb, staging.buffer, weights_.buffer, static_cast<uint32_t>(copies.size()), copies.data());
+    absl::Status s = dev_.RunOnce([&](VkCommandBuffer cb) {
+      dev_.api().vkCmdCopyBuffer(cb, staging.buffer, weights_.buffer, static_cast<uint32_t>(copies.size()), copies.data());
     });
     copies.clear();
     staged = 0;
     return s;
   };
   if (!weights_.mapped) {
-    absl::StatusOr<Buffer> s = CreateBuffer(std::min<VkDeviceSize>(at, 64u << 20), true, "staging");
+    absl::StatusOr<Buffer> s = dev_.CreateBuffer(std::min<VkDeviceSize>(at, 64u << 20), true, "staging");
     if (!s.ok()) return s.status();
     staging = *s;
   }
@@ -410,7 +235,7 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
     }
   }
   absl::Status s = flush();
-  if (staging.buffer) DestroyBuffer(staging);
+  if (staging.buffer) dev_.DestroyBuffer(staging);
   return s;
 }
 
@@ -425,14 +250,14 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
   VkDescriptorSetLayoutCreateInfo lci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   lci.bindingCount = 8;
   lci.pBindings = bindings;
-  KILN_VK_CHECK(api_.vkCreateDescriptorSetLayout(device_, &lci, nullptr, &set_layout_), "vkCreateDescriptorSetLayout");
+  KILN_VK_CHECK(dev_.api().vkCreateDescriptorSetLayout(dev_.device(), &lci, nullptr, &set_layout_), "vkCreateDescriptorSetLayout");
   VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(PushConstants)};
   VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
   pli.setLayoutCount = 1;
   pli.pSetLayouts = &set_layout_;
   pli.pushConstantRangeCount = 1;
   pli.pPushConstantRanges = &range;
-  KILN_VK_CHECK(api_.vkCreatePipelineLayout(device_, &pli, nullptr, &pipeline_layout_), "vkCreatePipelineLayout");
+  KILN_VK_CHECK(dev_.api().vkCreatePipelineLayout(dev_.device(), &pli, nullptr, &pipeline_layout_), "vkCreatePipelineLayout");
   // One pipeline per instance key, shared by every dispatch of that instance.
   auto pipeline_for = [&](const KernelInstance& k) -> absl::StatusOr<VkPipeline> {
     const std::string key = k.Key();
@@ -446,7 +271,7 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
     smci.codeSize = m->second->words.size() * 4;
     smci.pCode = m->second->words.data();
     VkShaderModule module;
-    KILN_VK_CHECK(api_.vkCreateShaderModule(device_, &smci, nullptr, &module), absl::StrCat("shader module '", key, "'"));
+    KILN_VK_CHECK(dev_.api().vkCreateShaderModule(dev_.device(), &smci, nullptr, &module), absl::StrCat("shader module '", key, "'"));
     VkComputePipelineCreateInfo cpci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
     cpci.stage = VkPipelineShaderStageCreateInfo{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
     cpci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
@@ -454,8 +279,8 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
     cpci.stage.pName = m->second->entry_point.c_str();
     cpci.layout = pipeline_layout_;
     VkPipeline pipeline;
-    const VkResult r = api_.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cpci, nullptr, &pipeline);
-    api_.vkDestroyShaderModule(device_, module, nullptr);
+    const VkResult r = dev_.api().vkCreateComputePipelines(dev_.device(), VK_NULL_HANDLE, 1, &cpci, nullptr, &pipeline);
+    dev_.api().vkDestroyShaderModule(dev_.device(), module, nullptr);
     KILN_VK_CHECK(r, absl::StrCat("pipeline '", key, "'"));
     pipelines_[key] = pipeline;
     return pipeline;
@@ -480,14 +305,14 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
   dpci.maxSets = sets;
   dpci.poolSizeCount = 1;
   dpci.pPoolSizes = &size;
-  KILN_VK_CHECK(api_.vkCreateDescriptorPool(device_, &dpci, nullptr, &descriptor_pool_), "vkCreateDescriptorPool");
+  KILN_VK_CHECK(dev_.api().vkCreateDescriptorPool(dev_.device(), &dpci, nullptr, &descriptor_pool_), "vkCreateDescriptorPool");
   const int64_t layer_bytes = 2 * kv_half_floats_ * 4;
   for (Dispatch& d : dispatches_) {
     VkDescriptorSetAllocateInfo dsai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
     dsai.descriptorPool = descriptor_pool_;
     dsai.descriptorSetCount = 1;
     dsai.pSetLayouts = &set_layout_;
-    KILN_VK_CHECK(api_.vkAllocateDescriptorSets(device_, &dsai, &d.set), "vkAllocateDescriptorSets");
+    KILN_VK_CHECK(dev_.api().vkAllocateDescriptorSets(dev_.device(), &dsai, &d.set), "vkAllocateDescriptorSets");
     VkDescriptorBufferInfo info[8];
     for (auto& i : info) i = VkDescriptorBufferInfo{dummy_.buffer, 0, VK_WHOLE_SIZE};
     if (d.planned.uses_partials) info[0] = VkDescriptorBufferInfo{partials_.buffer, 0, VK_WHOLE_SIZE};
@@ -507,7 +332,7 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
     info[5] = VkDescriptorBufferInfo{arena_.buffer, 0, VK_WHOLE_SIZE};
     if (d.planned.layer >= 0) {
       const VkDeviceSize start = d.planned.layer * layer_bytes;
-      const VkDeviceSize bind = start / storage_align_ * storage_align_;
+      const VkDeviceSize bind = start / dev_.storage_align() * dev_.storage_align();
       info[6] = VkDescriptorBufferInfo{kv_.buffer, bind, std::min<VkDeviceSize>(kv_.size - bind, start - bind + layer_bytes)};
     }
     info[3] = VkDescriptorBufferInfo{io_.buffer, 0, VK_WHOLE_SIZE};
@@ -521,7 +346,7 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
       writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
       writes[i].pBufferInfo = &info[i];
     }
-    api_.vkUpdateDescriptorSets(device_, 8, writes, 0, nullptr);
+    dev_.api().vkUpdateDescriptorSets(dev_.device(), 8, writes, 0, nullptr);
   }
   return absl::OkStatus();
 }
@@ -535,22 +360,22 @@ int64_t VulkanExecutor::ArenaFloats(const std::string& role, const PlanLaunch* l
 absl::Status VulkanExecutor::Record(size_t bucket) {
   const int64_t B = plan_.buckets[bucket];
   VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  cai.commandPool = command_pool_;
+  cai.commandPool = dev_.command_pool();
   cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   cai.commandBufferCount = 1;
   VkCommandBuffer cb;
-  KILN_VK_CHECK(api_.vkAllocateCommandBuffers(device_, &cai, &cb), "vkAllocateCommandBuffers");
+  KILN_VK_CHECK(dev_.api().vkAllocateCommandBuffers(dev_.device(), &cai, &cb), "vkAllocateCommandBuffers");
   VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  api_.vkBeginCommandBuffer(cb, &begin);
+  dev_.api().vkBeginCommandBuffer(cb, &begin);
   auto barrier = [&](VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
                      VkAccessFlags dst_access) {
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = src_access;
     mb.dstAccessMask = dst_access;
-    api_.vkCmdPipelineBarrier(cb, src, dst, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    dev_.api().vkCmdPipelineBarrier(cb, src, dst, 0, 1, &mb, 0, nullptr, 0, nullptr);
   };
   if (options_.poison_arena) {
-    api_.vkCmdFillBuffer(cb, arena_.buffer, 0, VK_WHOLE_SIZE, 0x7FC00000u);  // quiet NaN
+    dev_.api().vkCmdFillBuffer(cb, arena_.buffer, 0, VK_WHOLE_SIZE, 0x7FC00000u);  // quiet NaN
   }
   // The step inputs into device memory: everything before the block tables,
   // and the block tables of at most B sequences. The previous step's kernels
@@ -558,7 +383,7 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
   barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, VK_PIPELINE_STAGE_TRANSFER_BIT, 0);
   const VkDeviceSize tables = io_offsets_[kIoBlockTables] * 4;
   const VkBufferCopy inputs[2] = {{0, 0, tables}, {tables, tables, static_cast<VkDeviceSize>(B * pages_per_seq_capacity_ * 4)}};
-  api_.vkCmdCopyBuffer(cb, io_.buffer, step_inputs_.buffer, 2, inputs);
+  dev_.api().vkCmdCopyBuffer(cb, io_.buffer, step_inputs_.buffer, 2, inputs);
   // The previous step's work and this step's copies are done before its kernels run.
   barrier(VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
           VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
@@ -592,7 +417,7 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
     }
     if (p.layer >= 0) {
       const int64_t start = p.layer * layer_floats * 4;
-      const int64_t bind = start / static_cast<int64_t>(storage_align_) * static_cast<int64_t>(storage_align_);
+      const int64_t bind = start / static_cast<int64_t>(dev_.storage_align()) * static_cast<int64_t>(dev_.storage_align());
       pc.kv_base = static_cast<uint32_t>((start - bind) / 4);
       pc.kv_half = static_cast<uint32_t>(kv_half_floats_);
       const Access kv{1, start, start + layer_floats * 4};
@@ -634,7 +459,7 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
         break;
       case LaunchShape::Kind::kMatmul:
         x = std::clamp<int64_t>((p.shape.columns + columns_per_group - 1) / columns_per_group, 1,
-                                props_.limits.maxComputeWorkGroupCount[0]);
+                                dev_.props().limits.maxComputeWorkGroupCount[0]);
         y = (B + tokens_per_group - 1) / tokens_per_group;
         break;
       case LaunchShape::Kind::kPerHeadToken:
@@ -644,16 +469,16 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
         break;
     }
     if (pipeline != bound) {
-      api_.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+      dev_.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
       bound = pipeline;
     }
-    api_.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &d.set, 0, nullptr);
-    api_.vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
-    api_.vkCmdDispatch(cb, static_cast<uint32_t>(x), static_cast<uint32_t>(y), static_cast<uint32_t>(z));
+    dev_.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &d.set, 0, nullptr);
+    dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
+    dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(x), static_cast<uint32_t>(y), static_cast<uint32_t>(z));
   }
   barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
           VK_ACCESS_HOST_READ_BIT);
-  KILN_VK_CHECK(api_.vkEndCommandBuffer(cb), "recording a step");
+  KILN_VK_CHECK(dev_.api().vkEndCommandBuffer(cb), "recording a step");
   commands_.push_back(cb);
   return absl::OkStatus();
 }
@@ -680,12 +505,15 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
     max_token_ = std::min(max_token_, table->shape[0]);
   }
 
-  if (absl::Status s = CreateDevice(); !s.ok()) return s;
+  if (absl::Status s = dev_.Open(options_.device); !s.ok()) return s;
+  if (dev_.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) max_attention_splits_ = 4;
+  VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  KILN_VK_CHECK(dev_.api().vkCreateFence(dev_.device(), &fci, nullptr, &fence_), "vkCreateFence");
   const int64_t needed = (plan_.pool.max_tokens + plan_.pool.page_size - 1) / plan_.pool.page_size;
   num_pages_ = options_.num_pages > 0 ? options_.num_pages : needed;
   kv_half_floats_ = num_pages_ * plan_.pool.page_size * plan_.pool.kv_heads * plan_.pool.head_dim;
-  const uint64_t range = props_.limits.maxStorageBufferRange;
-  if (static_cast<uint64_t>(2 * kv_half_floats_ * 4) + storage_align_ > range ||
+  const uint64_t range = dev_.props().limits.maxStorageBufferRange;
+  if (static_cast<uint64_t>(2 * kv_half_floats_ * 4) + dev_.storage_align() > range ||
       static_cast<uint64_t>(plan_.arena_bytes.back()) > range) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "vulkan: a layer's KV pages (%d bytes) or the arena (%d bytes) exceed the device's %d-byte storage buffer "
@@ -694,10 +522,10 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   }
   if (absl::Status s = UploadWeights(weights); !s.ok()) return s;
 
-  absl::StatusOr<Buffer> arena = CreateBuffer(plan_.arena_bytes.back(), false, "arena");
+  absl::StatusOr<Buffer> arena = dev_.CreateBuffer(plan_.arena_bytes.back(), false, "arena");
   if (!arena.ok()) return arena.status();
   arena_ = *arena;
-  absl::StatusOr<Buffer> kv = CreateBuffer(2 * plan_.pool.layers * kv_half_floats_ * 4, false, "KV pages");
+  absl::StatusOr<Buffer> kv = dev_.CreateBuffer(2 * plan_.pool.layers * kv_half_floats_ * 4, false, "KV pages");
   if (!kv.ok()) return kv.status();
   kv_ = *kv;
   // Split-K attention partials: the most any bucket's attention writes.
@@ -709,10 +537,10 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
       if (s > 1) partial_floats = std::max(partial_floats, b * d.planned.shape.heads * s * (plan_.pool.head_dim + 2));
     }
   }
-  absl::StatusOr<Buffer> partials = CreateBuffer(partial_floats * 4, false, "attention partials");
+  absl::StatusOr<Buffer> partials = dev_.CreateBuffer(partial_floats * 4, false, "attention partials");
   if (!partials.ok()) return partials.status();
   partials_ = *partials;
-  absl::StatusOr<Buffer> dummy = CreateBuffer(16, false, "placeholder");
+  absl::StatusOr<Buffer> dummy = dev_.CreateBuffer(16, false, "placeholder");
   if (!dummy.ok()) return dummy.status();
   dummy_ = *dummy;
 
@@ -733,17 +561,17 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
         "vulkan: the io buffer for %d-token steps (%d bytes) exceeds the device's %d-byte storage buffer range", max_b,
         at * 4, range));
   }
-  absl::StatusOr<Buffer> io = CreateBuffer(at * 4, true, "io");
+  absl::StatusOr<Buffer> io = dev_.CreateBuffer(at * 4, true, "io");
   if (!io.ok()) return io.status();
   io_ = *io;
-  absl::StatusOr<Buffer> inputs = CreateBuffer(io_offsets_[kIoLogitsOut] * 4, false, "step inputs");
+  absl::StatusOr<Buffer> inputs = dev_.CreateBuffer(io_offsets_[kIoLogitsOut] * 4, false, "step inputs");
   if (!inputs.ok()) return inputs.status();
   step_inputs_ = *inputs;
   int32_t* header = static_cast<int32_t*>(io_.mapped);
   for (int f = kIoTokens; f <= kIoLogitsOut; ++f) header[f] = static_cast<int32_t>(io_offsets_[f]);
-  if (absl::Status s = RunOnce([&](VkCommandBuffer cb) {
-        api_.vkCmdFillBuffer(cb, kv_.buffer, 0, VK_WHOLE_SIZE, 0);
-        api_.vkCmdFillBuffer(cb, arena_.buffer, 0, VK_WHOLE_SIZE, 0);
+  if (absl::Status s = dev_.RunOnce([&](VkCommandBuffer cb) {
+        dev_.api().vkCmdFillBuffer(cb, kv_.buffer, 0, VK_WHOLE_SIZE, 0);
+        dev_.api().vkCmdFillBuffer(cb, arena_.buffer, 0, VK_WHOLE_SIZE, 0);
       });
       !s.ok()) {
     return s;
@@ -787,9 +615,9 @@ absl::StatusOr<std::span<const float>> VulkanExecutor::Step(const StepBatch& bat
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &commands_[*bucket];
-  KILN_VK_CHECK(api_.vkResetFences(device_, 1, &fence_), "vkResetFences");
-  KILN_VK_CHECK(api_.vkQueueSubmit(queue_, 1, &si, fence_), "vkQueueSubmit");
-  KILN_VK_CHECK(api_.vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  KILN_VK_CHECK(dev_.api().vkResetFences(dev_.device(), 1, &fence_), "vkResetFences");
+  KILN_VK_CHECK(dev_.api().vkQueueSubmit(dev_.queue(), 1, &si, fence_), "vkQueueSubmit");
+  KILN_VK_CHECK(dev_.api().vkWaitForFences(dev_.device(), 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
   const size_t n = batch.logit_rows.size() * n_vocab_;
   logits_.resize(n);
   std::memcpy(logits_.data(), io + io_offsets_[kIoLogitsOut], n * sizeof(float));

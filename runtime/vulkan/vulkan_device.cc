@@ -1,0 +1,164 @@
+#include "runtime/vulkan/vulkan_device.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace kiln::vulkan {
+
+VulkanDevice::~VulkanDevice() {
+  if (device_ != VK_NULL_HANDLE) {
+    api_.vkQueueWaitIdle(queue_);
+    if (command_pool_) api_.vkDestroyCommandPool(device_, command_pool_, nullptr);
+    api_.vkDestroyDevice(device_, nullptr);
+  }
+  if (instance_ != VK_NULL_HANDLE) api_.vkDestroyInstance(instance_, nullptr);
+}
+
+absl::Status VulkanDevice::Open(int index) {
+  if (absl::Status s = api_.LoadLoader(); !s.ok()) return s;
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "kiln";
+  // 1.2 where the loader has it: the driver-properties query (for Describe) is
+  // 1.2; the kernels need only 1.1 (SPIR-V 1.3, subgroup arithmetic).
+  uint32_t loader_version = VK_API_VERSION_1_0;
+  if (api_.vkEnumerateInstanceVersion != nullptr) api_.vkEnumerateInstanceVersion(&loader_version);
+  app.apiVersion = loader_version >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1;
+  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  ici.pApplicationInfo = &app;
+  if (VkResult r = api_.vkCreateInstance(&ici, nullptr, &instance_); r != VK_SUCCESS) {
+    instance_ = VK_NULL_HANDLE;
+    return absl::UnavailableError(absl::StrCat("no Vulkan driver (vkCreateInstance: ", VkResultName(r), ")"));
+  }
+  if (absl::Status s = api_.LoadInstance(instance_); !s.ok()) return s;
+  uint32_t count = 0;
+  api_.vkEnumeratePhysicalDevices(instance_, &count, nullptr);
+  std::vector<VkPhysicalDevice> devices(count);
+  if (count > 0) api_.vkEnumeratePhysicalDevices(instance_, &count, devices.data());
+  if (count == 0) return absl::UnavailableError("no Vulkan device");
+  if (index < 0 || index >= static_cast<int>(count)) {
+    return absl::UnavailableError(
+        absl::StrFormat("no Vulkan device %d (the loader lists %d)", index, count));
+  }
+  physical_ = devices[index];
+  api_.vkGetPhysicalDeviceProperties(physical_, &props_);
+  api_.vkGetPhysicalDeviceMemoryProperties(physical_, &memory_props_);
+  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  const bool has_driver_props = props_.apiVersion >= VK_API_VERSION_1_2 && app.apiVersion >= VK_API_VERSION_1_2;
+  if (has_driver_props) subgroup.pNext = &driver;
+  VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  props2.pNext = &subgroup;
+  api_.vkGetPhysicalDeviceProperties2(physical_, &props2);
+  const VkSubgroupFeatureFlags needed = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+  if ((subgroup.supportedOperations & needed) != needed || !(subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) {
+    return absl::UnavailableError(
+        absl::StrCat("Vulkan device '", props_.deviceName, "' lacks subgroup arithmetic in compute shaders"));
+  }
+  description_ = has_driver_props ? absl::StrCat("vulkan (", props_.deviceName, ", ", driver.driverInfo, ")")
+                                  : absl::StrCat("vulkan (", props_.deviceName, ")");
+  storage_align_ = std::max<VkDeviceSize>(256, props_.limits.minStorageBufferOffsetAlignment);
+
+  uint32_t families = 0;
+  api_.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &families, nullptr);
+  std::vector<VkQueueFamilyProperties> qf(families);
+  api_.vkGetPhysicalDeviceQueueFamilyProperties(physical_, &families, qf.data());
+  std::optional<uint32_t> compute;
+  for (uint32_t i = 0; i < families; ++i) {
+    if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+      compute = i;
+      break;
+    }
+  }
+  if (!compute) return absl::UnavailableError(absl::StrCat("Vulkan device '", props_.deviceName, "' has no compute queue"));
+  queue_family_ = *compute;
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = queue_family_;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &priority;
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  KILN_VK_CHECK(api_.vkCreateDevice(physical_, &dci, nullptr, &device_), "vkCreateDevice");
+  if (absl::Status s = api_.LoadDevice(device_); !s.ok()) return s;
+  api_.vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
+  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pci.queueFamilyIndex = queue_family_;
+  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  KILN_VK_CHECK(api_.vkCreateCommandPool(device_, &pci, nullptr, &command_pool_), "vkCreateCommandPool");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Buffer> VulkanDevice::CreateBuffer(VkDeviceSize size, bool host_visible, const char* what) {
+  Buffer b;
+  b.size = std::max<VkDeviceSize>(16, (size + 15) / 16 * 16);
+  VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bci.size = b.size;
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+  bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  KILN_VK_CHECK(api_.vkCreateBuffer(device_, &bci, nullptr, &b.buffer), absl::StrCat("creating the ", what, " buffer"));
+  VkMemoryRequirements req;
+  api_.vkGetBufferMemoryRequirements(device_, b.buffer, &req);
+  const VkMemoryPropertyFlags need =
+      host_visible ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT : 0;
+  const VkMemoryPropertyFlags want = host_visible ? VK_MEMORY_PROPERTY_HOST_CACHED_BIT : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  std::optional<uint32_t> type;
+  for (int pass = 0; pass < 2 && !type; ++pass) {
+    for (uint32_t i = 0; i < memory_props_.memoryTypeCount; ++i) {
+      const VkMemoryPropertyFlags f = memory_props_.memoryTypes[i].propertyFlags;
+      if (!(req.memoryTypeBits & (1u << i)) || (f & need) != need) continue;
+      if (pass == 0 && (f & want) != want) continue;
+      type = i;
+      break;
+    }
+  }
+  if (!type) {
+    api_.vkDestroyBuffer(device_, b.buffer, nullptr);
+    return absl::ResourceExhaustedError(absl::StrCat("vulkan: no memory type for the ", what, " buffer"));
+  }
+  VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  mai.allocationSize = req.size;
+  mai.memoryTypeIndex = *type;
+  if (VkResult r = api_.vkAllocateMemory(device_, &mai, nullptr, &b.memory); r != VK_SUCCESS) {
+    api_.vkDestroyBuffer(device_, b.buffer, nullptr);
+    return absl::ResourceExhaustedError(absl::StrFormat("vulkan: allocating %d bytes for the %s buffer: %s", req.size,
+                                                        what, VkResultName(r)));
+  }
+  api_.vkBindBufferMemory(device_, b.buffer, b.memory, 0);
+  if (memory_props_.memoryTypes[*type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
+    KILN_VK_CHECK(api_.vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped), "vkMapMemory");
+  }
+  return b;
+}
+
+void VulkanDevice::DestroyBuffer(Buffer& b) {
+  if (b.buffer) api_.vkDestroyBuffer(device_, b.buffer, nullptr);
+  if (b.memory) api_.vkFreeMemory(device_, b.memory, nullptr);
+  b = Buffer{};
+}
+
+absl::Status VulkanDevice::RunOnce(const std::function<void(VkCommandBuffer)>& record) {
+  VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  cai.commandPool = command_pool_;
+  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  cai.commandBufferCount = 1;
+  VkCommandBuffer cb;
+  KILN_VK_CHECK(api_.vkAllocateCommandBuffers(device_, &cai, &cb), "vkAllocateCommandBuffers");
+  VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  api_.vkBeginCommandBuffer(cb, &begin);
+  record(cb);
+  api_.vkEndCommandBuffer(cb);
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cb;
+  KILN_VK_CHECK(api_.vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE), "vkQueueSubmit");
+  KILN_VK_CHECK(api_.vkQueueWaitIdle(queue_), "vkQueueWaitIdle");
+  return absl::OkStatus();
+}
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,73 @@
+// One Vulkan device opened for kiln: instance, physical device, logical
+// device, one compute queue and a command pool, plus the buffer and one-off
+// submit helpers the executor and the bandwidth probe share.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/vulkan/vulkan_api.h"
+
+namespace kiln::vulkan {
+
+// Returns Internal naming the call when a Vulkan call fails.
+#define KILN_VK_CHECK(call, what)                                                                       \
+  do {                                                                                                  \
+    const VkResult kiln_vk_result = (call);                                                             \
+    if (kiln_vk_result != VK_SUCCESS) {                                                                 \
+      return absl::InternalError(absl::StrCat("vulkan: ", what, " failed: ", VkResultName(kiln_vk_result))); \
+    }                                                                                                   \
+  } while (0)
+
+struct Buffer {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkDeviceSize size = 0;
+  void* mapped = nullptr;  // host-visible buffers only
+};
+
+class VulkanDevice {
+ public:
+  VulkanDevice() = default;
+  VulkanDevice(const VulkanDevice&) = delete;
+  VulkanDevice& operator=(const VulkanDevice&) = delete;
+  ~VulkanDevice();
+
+  // Opens device `index` of those the loader lists. Unavailable (with the
+  // reason) without a loader, a device, a compute queue or subgroup
+  // arithmetic in compute shaders.
+  absl::Status Open(int index);
+
+  // A storage buffer (also a copy source and destination): host-visible and
+  // coherent (mapped) when asked, else device-local where the device has it.
+  absl::StatusOr<Buffer> CreateBuffer(VkDeviceSize size, bool host_visible, const char* what);
+  void DestroyBuffer(Buffer& b);
+  // Records with `record`, submits and waits for the queue to go idle.
+  absl::Status RunOnce(const std::function<void(VkCommandBuffer)>& record);
+
+  const VulkanApi& api() const { return api_; }
+  VkDevice device() const { return device_; }
+  VkQueue queue() const { return queue_; }
+  VkCommandPool command_pool() const { return command_pool_; }
+  const VkPhysicalDeviceProperties& props() const { return props_; }
+  VkDeviceSize storage_align() const { return storage_align_; }  // offsets of bound ranges
+  // "vulkan (llvmpipe (LLVM 15.0.6, 256 bits), Mesa 22.3.6 (LLVM 15.0.6))"
+  const std::string& description() const { return description_; }
+
+ private:
+  VulkanApi api_;
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkPhysicalDeviceProperties props_{};
+  VkPhysicalDeviceMemoryProperties memory_props_{};
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  VkCommandPool command_pool_ = VK_NULL_HANDLE;
+  VkDeviceSize storage_align_ = 256;
+  std::string description_;
+};
+
+}  // namespace kiln::vulkan
