@@ -24,12 +24,19 @@ else
   echo "default model: none found; synthesising a tiny model with RANDOM weights (its text is gibberish) at $model"
   "$kiln" synth --preset tiny --type f16 -o "$model"
 fi
-# The only backend built so far is the CPU executor; GPU backends land later.
-echo "backend: cpu (no GPU backend is built yet)"
+# Kernels for the GPUs this machine has: CUDA for an NVIDIA GPU of a compute
+# capability codegen knows, Vulkan always (any Vulkan GPU). kiln run then picks
+# the fastest backend present (cuda, vulkan, cpu) and says which and why.
+targets=vulkan
+if command -v nvidia-smi >/dev/null 2>&1; then
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
+  case "$cc" in 80|89|90) targets="cuda:sm_$cc,vulkan" ;; 8*|9*|1[0-9]*) targets="cuda:sm_80,vulkan" ;; esac
+fi
 artifact=$build/default-model.kiln
 echo
-echo "\$ kiln compile $model -o $artifact"
-"$kiln" compile "$model" -o "$artifact" 2>/dev/null
+echo "\$ kiln compile $model --target $targets -o $artifact"
+"$kiln" compile "$model" --target "$targets" -o "$artifact" 2>/dev/null ||
+  { echo "(no CUDA codegen in this build: vulkan only)"; "$kiln" compile "$model" --target vulkan -o "$artifact"; }
 echo
 echo "\$ kiln run $artifact -p \"$prompt\" -n 64 --temp 0"
 "$kiln" run "$artifact" -p "$prompt" -n 64 --temp 0

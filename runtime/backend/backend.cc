@@ -10,6 +10,7 @@
 #include "runtime/vulkan/vulkan_bundle.h"
 #ifdef KILN_WITH_CUDA
 #include "runtime/cuda/cuda_executor.h"
+#include "runtime/cuda/probe.h"
 #endif
 #ifdef KILN_WITH_VULKAN
 #include "runtime/vulkan/vulkan_executor.h"
@@ -31,7 +32,7 @@ struct GpuBackend {
 const std::vector<GpuBackend>& GpuBackends() {
   static const std::vector<GpuBackend> backends = {
 #ifdef KILN_WITH_CUDA
-      {"cuda", &cuda::CreateCudaExecutor},
+      {"cuda", &cuda::CreateCudaExecutor, &cuda::ProbeCudaCeilings},
 #endif
 #ifdef KILN_WITH_VULKAN
       {"vulkan", &vulkan::CreateVulkanExecutor, &vulkan::ProbeVulkanCeilings},

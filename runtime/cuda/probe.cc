@@ -89,11 +89,11 @@ absl::StatusOr<Cublas> LoadCublas() {
 
 }  // namespace
 
-absl::StatusOr<GpuCeilings> ProbeGpuCeilings(int device) {
-  absl::StatusOr<std::unique_ptr<CudaContext>> ctx = CudaContext::Create(device);
+absl::StatusOr<Ceilings> ProbeCudaCeilings(const BackendOptions& options) {
+  absl::StatusOr<std::unique_ptr<CudaContext>> ctx = CudaContext::Create(options.device);
   if (!ctx.ok()) return ctx.status();
   const DriverApi& api = (*ctx)->api();
-  GpuCeilings out;
+  Ceilings out;
 
   // Bandwidth: 2 GiB copied device to device, several times the L2.
   const size_t copy_bytes = size_t{2} << 30;

@@ -6,15 +6,12 @@
 #pragma once
 
 #include "absl/status/statusor.h"
+#include "runtime/backend/backend.h"
 
 namespace kiln::cuda {
 
-struct GpuCeilings {
-  double bytes_per_second = 0;
-  double flops_per_second = 0;  // 0 when no cuBLAS could be loaded
-  std::string what;
-};
-
-absl::StatusOr<GpuCeilings> ProbeGpuCeilings(int device);
+// On options.device; flops_per_second is 0 (and `what` says why) when no
+// cuBLAS can be loaded.
+absl::StatusOr<Ceilings> ProbeCudaCeilings(const BackendOptions& options);
 
 }  // namespace kiln::cuda

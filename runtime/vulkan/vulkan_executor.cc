@@ -506,7 +506,14 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   }
 
   if (absl::Status s = dev_.Open(options_.device); !s.ok()) return s;
-  if (dev_.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) max_attention_splits_ = 4;
+  if (dev_.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    if (options_.skip_cpu_devices) {
+      return absl::UnavailableError(absl::StrCat("device ", options_.device, " (", dev_.props().deviceName,
+                                                 ") is a CPU implementation of Vulkan; the CPU executor is faster "
+                                                 "(--backend vulkan uses it anyway)"));
+    }
+    max_attention_splits_ = 4;
+  }
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   KILN_VK_CHECK(dev_.api().vkCreateFence(dev_.device(), &fci, nullptr, &fence_), "vkCreateFence");
   const int64_t needed = (plan_.pool.max_tokens + plan_.pool.page_size - 1) / plan_.pool.page_size;
@@ -640,6 +647,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CreateVulkanExecutor(const Program& pr
   VulkanExecutorOptions vk;
   vk.device = options.device;
   vk.num_pages = options.num_pages;
+  vk.skip_cpu_devices = options.backend == "auto";
   return CreateVulkanExecutor(program.plan, program.weights, kernels->bytes, vk);
 }
 

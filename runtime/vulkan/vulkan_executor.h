@@ -25,6 +25,9 @@ struct VulkanExecutorOptions {
   // Tests: fill the arena with NaN before every step, so a kernel that skips
   // an output element shows up as NaN instead of last step's value.
   bool poison_arena = false;
+  // `--backend auto`: a CPU implementation of Vulkan (lavapipe) is
+  // Unavailable, since the CPU executor is faster than emulated dispatches.
+  bool skip_cpu_devices = false;
 };
 
 // Unavailable (with the reason) when there is no loader, no such device or

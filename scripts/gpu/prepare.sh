@@ -3,12 +3,12 @@
 # (which `run` carries): the runtime-only kiln and the CUDA test binaries,
 # linked with static libstdc++/libgcc (the device has another distribution),
 # the shared libraries they need that the device lacks, the artifacts the
-# GPU tests load (compiled with the full kiln in build-cuda) and the goldens.
+# GPU tests load (compiled with the full kiln in build/) and the goldens.
 # Then scripts/gpu/device.sh runs there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 gpu_build=${KILN_GPU_BUILD_DIR:-$root/build-gpu}
-full_build=${KILN_BUILD_DIR:-$root/build-cuda}
+full_build=${KILN_BUILD_DIR:-$root/build}
 stage=$root/.gpu
 testdata=${KILN_TESTDATA:-$root/../shared/testdata}
 export CCACHE_BASEDIR=$root
@@ -54,6 +54,21 @@ for tag in stories260K stories260K-f16 stories260K-q8_0-mix stories260K-q4_0-mix
   [ -d "$testdata/golden/$tag" ] && cp -r "$testdata/golden/$tag" "$stage/testdata/golden/"
   chmod -R u+w "$stage/testdata"
 done
+# Llama-3-8B-shaped programs for the benchmarks (scripts/gpu/bench.sh): the
+# weights are synthesised here once (cached) only to compile from; the device
+# synthesises the same file again (kiln synth is deterministic per seed) and
+# binds it with --weights. Program-only artifacts are a few MB each.
+big_types=${KILN_GPU_BIG_TYPES-q4_k q8_0 f16}
+synth_dir=${KILN_SYNTH_DIR:-$HOME/.cache/kiln/synth}
+mkdir -p "$synth_dir"
+for type in $big_types; do
+  gguf=$synth_dir/llama3-8b-$type.gguf
+  [ -f "$gguf" ] || "$full_build/tools/kiln/kiln" synth --preset llama3-8b --type "$type" -o "$gguf"
+  "$full_build/tools/kiln/kiln" compile "$gguf" --program-only --target cuda:sm_90,vulkan \
+    -o "$stage/artifacts/llama3-8b-$type.prog.kiln" >/dev/null || { echo "compile of llama3-8b $type failed" >&2; exit 1; }
+done
+mkdir -p "$stage/peers"
+cp "$testdata/../peers/"*.md "$stage/peers/"
 # Teacher-forced logits and activations are not read on the GPU: keep the stage small.
 find "$stage/testdata" -name '*.f32' -delete
 du -sh "$stage"

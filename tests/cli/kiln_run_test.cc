@@ -69,6 +69,44 @@ TEST(KilnRun, GgufAndArtifactBothGiveTheGoldenIds) {
   EXPECT_EQ(Ints(RunJson(art, prompt, 64).Find("ids")), want);
 }
 
+// --backend auto takes the fastest backend present and says why it passed the
+// others over: with kernels for Vulkan only and no GPU (CI: lavapipe, a CPU
+// implementation), that is the CPU; --backend vulkan still runs Vulkan where a
+// device exists. Both give the goldens.
+TEST(KilnRun, AutoBackendSaysWhatItPickedAndWhy) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  KILN_REQUIRE_TESTDATA(golden_path, "golden/stories260K/p03_one_day_a_cat.json");
+  absl::StatusOr<JsonValue> golden = ParseJson(testing::ReadFileOrDie(golden_path));
+  ASSERT_TRUE(golden.ok());
+  const std::vector<int64_t> want = Ints(golden->Find("generated_token_ids"));
+  const std::string prompt = golden->Find("prompt")->string_value();
+  const std::string art = (testing::ScratchDir("run_backend") / "s.kiln").string();
+  const testing::CommandResult c = RunKiln("compile " + Quote(model.string()) + " --target vulkan -o " + Quote(art));
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+
+  const testing::CommandResult autorun =
+      RunKiln("run " + Quote(art) + " -p " + Quote(prompt) + " -n 64 --temp 0 --output-format json");
+  ASSERT_EQ(autorun.exit_code, 0) << autorun.output;
+  EXPECT_THAT(autorun.output, HasSubstr("kiln: backend "));
+  absl::StatusOr<JsonValue> j = JsonLine(autorun.output);
+  ASSERT_TRUE(j.ok()) << autorun.output;
+  EXPECT_EQ(Ints(j->Find("ids")), want);
+  const std::string picked = j->Find("backend")->string_value();
+  if (picked.rfind("cpu", 0) == 0) EXPECT_THAT(autorun.output, HasSubstr("vulkan: ")) << "no reason given";
+
+  const testing::CommandResult vk =
+      RunKiln("run " + Quote(art) + " -p " + Quote(prompt) + " -n 64 --temp 0 --output-format json --backend vulkan");
+  if (vk.exit_code != 0 && picked.rfind("cpu", 0) == 0 && vk.output.find("no Vulkan") != std::string::npos) {
+    GTEST_SKIP() << "no Vulkan device: " << vk.output;
+  }
+  ASSERT_EQ(vk.exit_code, 0) << vk.output;
+  absl::StatusOr<JsonValue> v = JsonLine(vk.output);
+  ASSERT_TRUE(v.ok()) << vk.output;
+  EXPECT_EQ(Ints(v->Find("ids")), want);
+  EXPECT_EQ(v->Find("backend")->string_value().rfind("vulkan", 0), 0u) << v->Find("backend")->string_value();
+}
+
 TEST(KilnRun, StreamsTextAndReportsSpeed) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");

@@ -25,6 +25,6 @@ void SetInMemoryCompiler(InMemoryCompiler compiler);
 absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const std::string& quant,
                                               const std::string& overrides);
 // compile in a runtime-only kiln: says where to compile instead.
-int RunUnbuilt(int argc, char** argv);
+int RunCompileAbsent(int argc, char** argv);
 
 }  // namespace kiln::cli

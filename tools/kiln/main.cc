@@ -15,11 +15,11 @@ struct Command {
 
 constexpr Command kCommands[] = {
 #ifdef KILN_HAVE_COMPILER
-    {"compile", "compile a model: import, passes, IR dumps (artifact writer not built yet)", kiln::cli::RunCompile},
+    {"compile", "compile a model into an artifact: import, passes, IR dumps, GPU kernels", kiln::cli::RunCompile},
 #else
-    {"compile", "compile a model (this kiln was built without the compiler)", kiln::cli::RunUnbuilt},
+    {"compile", "compile a model (this kiln was built without the compiler)", kiln::cli::RunCompileAbsent},
 #endif
-    {"run", "generate text with a model on the CPU", kiln::cli::RunRun},
+    {"run", "generate text with a model (CPU, CUDA or Vulkan)", kiln::cli::RunRun},
     {"serve", "serve a model over an OpenAI-compatible HTTP API", kiln::cli::RunServe},
     {"bench", "measure prefill and decode speed beside the roofline and the peers", kiln::cli::RunBench},
     {"inspect", "print a model file's architecture, tokenizer and tensors", kiln::cli::RunInspect},
