@@ -7,7 +7,10 @@
 #   KILN_BENCH_TYPES   storage types (default: q4_k q8_0 f16)
 #   KILN_VULKAN_TYPES  types also run on Vulkan (default: q4_k)
 #   KILN_BENCH_ARGS    extra kiln bench arguments (default: --prompt 512,1024 --gen 128 --repeats 3)
+#   KILN_BENCH_SYNTH_ONLY=1  only synthesise (to overlap with scripts/gpu/device.sh)
 #   KILN_NCU=1         also profile ~40 kernels of a q4_k decode step with ncu
+#   KILN_SERVE_SWEEP=1 also serve q4_k on CUDA and sweep bench_serve.py's
+#                      concurrency 1..64 (dynamic batching, docs/perf)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 stage=$root/.gpu
@@ -18,6 +21,7 @@ mkdir -p "$out" "$weights"
 cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH=$stage/lib:/usr/local/cuda/lib64:${cublas_dir:+$cublas_dir:}${LD_LIBRARY_PATH:-}
 kiln=$stage/bin/kiln
+export PATH=$PATH:/usr/local/cuda/bin
 types=${KILN_BENCH_TYPES-q4_k q8_0 f16}
 vulkan_types=${KILN_VULKAN_TYPES-q4_k}
 bench_args=${KILN_BENCH_ARGS:---prompt 512,1024 --gen 128 --repeats 3}
@@ -33,6 +37,7 @@ done
 SECONDS=0
 for p in "${synth_pids[@]}"; do wait "$p" || status=1; done
 echo "synthesis: ${SECONDS}s"
+[ -n "${KILN_BENCH_SYNTH_ONLY:-}" ] && exit $status
 
 bench() {  # backend type peers-file label
   local backend=$1 type=$2 peers=$3 probe=${4:-}
@@ -49,6 +54,14 @@ for type in $types; do
   bench cuda "$type" llama.cpp-h200.md "$first"
   first=
 done
+# Batched decode (llama-batched-bench's B=8 and B=32 in the peers' notes).
+for b in ${KILN_BENCH_BATCHES-8 32}; do
+  [ -f "$weights/llama3-8b-q4_k.gguf" ] || break
+  echo "== kiln bench llama3-8b-q4_k.prog.kiln --backend cuda --batch $b --prompt 512 --gen 128 --repeats 1"
+  "$kiln" bench "$stage/artifacts/llama3-8b-q4_k.prog.kiln" --weights "$weights/llama3-8b-q4_k.gguf" --backend cuda \
+    --peers "$stage/peers/llama.cpp-h200.md" --batch "$b" --prompt 512 --gen 128 --repeats 1 2>&1 |
+    tee "$out/bench-cuda-q4_k-b$b.txt" || status=1
+done
 
 if [ -n "${KILN_NCU:-}" ] && [ -f "$weights/llama3-8b-q4_k.gguf" ]; then
   # One decode step's kernels (past the prefill of the first run): time,
@@ -59,9 +72,39 @@ if [ -n "${KILN_NCU:-}" ] && [ -f "$weights/llama3-8b-q4_k.gguf" ]; then
   SECONDS=0
   ncu --clock-control none --launch-skip 2000 --launch-count 40 --csv --metrics "$metrics" \
     "$kiln" bench "$stage/artifacts/llama3-8b-q4_k.prog.kiln" --weights "$weights/llama3-8b-q4_k.gguf" \
-    --backend cuda --prompt 64 --gen 16 --repeats 1 --peers "$stage/peers/llama.cpp-h200.md" \
+    --backend cuda --prompt 64 --gen 64 --repeats 1 --peers "$stage/peers/llama.cpp-h200.md" \
     >"$out/ncu-q4_k-decode.csv" 2>"$out/ncu.log" || echo "ncu failed: $(tail -3 "$out/ncu.log")"
   echo "(ncu: ${SECONDS}s)"
+fi
+
+if [ -n "${KILN_SERVE_SWEEP:-}" ] && [ -f "$weights/llama3-8b-q4_k.gguf" ]; then
+  SECONDS=0
+  log=$out/serve-q4_k.log
+  "$kiln" serve "$stage/artifacts/llama3-8b-q4_k.prog.kiln" --weights "$weights/llama3-8b-q4_k.gguf" \
+    --backend cuda --port 0 --kv-memory 16384 --max-running 64 --token-budget 512 >"$log" 2>&1 &
+  server=$!
+  url=
+  for _ in $(seq 600); do
+    url=$(sed -n 's/^kiln serve: listening on \(http:\/\/[^ ]*\) .*/\1/p' "$log" | head -n 1)
+    [ -n "$url" ] && break
+    kill -0 $server 2>/dev/null || break
+    sleep 0.2
+  done
+  if [ -n "$url" ]; then
+    echo "== serve sweep on $url (server up after ${SECONDS}s)"
+    for c in 1 2 4 8 16 32 64; do
+      n=$(( c * 2 > 8 ? c * 2 : 8 ))
+      python3 "$root/scripts/bench_serve.py" --url "$url" --requests $n --concurrency $c --mix fixed \
+        --prompt-len 64 --max-tokens 64 --metrics-interval 0 --json >"$out/serve-c$c.json" 2>"$out/serve-c$c.err" ||
+        echo "sweep c=$c failed: $(tail -2 "$out/serve-c$c.err")"
+      python3 -c "import json,sys; r=json.load(open(sys.argv[1])); i=r['itl_ms']; t=r['ttft_ms']; print('c=%3s  %5d/%d ok  %8.1f tok/s  ITL p50 %.1f p99 %.1f ms  TTFT p50 %.0f p99 %.0f ms' % (sys.argv[2], r['completed'], r['requests'], r['throughput_tok_s'], i['p50'], i['p99'], t['p50'], t['p99']))" \
+        "$out/serve-c$c.json" $c
+    done
+  else
+    echo "serve did not start: $(tail -5 "$log")"
+  fi
+  kill -TERM $server 2>/dev/null; wait $server 2>/dev/null
+  echo "(serve sweep: ${SECONDS}s)"
 fi
 
 if [ -n "$vulkan_types" ]; then
