@@ -27,8 +27,11 @@ absl::Status CheckCapacity(const Executor& executor, int64_t total_tokens) {
 
 }  // namespace
 
-absl::StatusOr<std::span<const float>> StepSequence(Executor& executor, std::span<const int32_t> ids,
-                                                    int64_t begin, int64_t end, std::vector<int32_t> logit_rows) {
+namespace {
+
+// Positions [begin, end) of the one sequence that owns pages 0, 1, 2, ...
+StepBatch SequenceBatch(const Executor& executor, std::span<const int32_t> ids, int64_t begin, int64_t end,
+                        std::vector<int32_t> logit_rows) {
   StepBatch batch;
   batch.tokens.assign(ids.begin() + begin, ids.begin() + end);
   for (int64_t p = begin; p < end; ++p) batch.positions.push_back(static_cast<int32_t>(p));
@@ -38,7 +41,14 @@ absl::StatusOr<std::span<const float>> StepSequence(Executor& executor, std::spa
   batch.pages_per_seq = static_cast<int32_t>(pages);
   for (int32_t p = 0; p < pages; ++p) batch.block_tables.push_back(p);
   batch.logit_rows = std::move(logit_rows);
-  return executor.Step(batch);
+  return batch;
+}
+
+}  // namespace
+
+absl::StatusOr<std::span<const float>> StepSequence(Executor& executor, std::span<const int32_t> ids,
+                                                    int64_t begin, int64_t end, std::vector<int32_t> logit_rows) {
+  return executor.Step(SequenceBatch(executor, ids, begin, end, std::move(logit_rows)));
 }
 
 absl::StatusOr<GenerateResult> Generate(Executor& executor, std::span<const int32_t> prompt,
@@ -69,9 +79,13 @@ absl::StatusOr<GenerateResult> Generate(Executor& executor, std::span<const int3
   result.last_prompt_logits.assign(logits.begin(), logits.end());
   result.prompt_seconds = Since(prefill_start);
 
+  // Greedy without penalties: after the prompt, the backend picks each id
+  // (on a GPU, one id comes back per step instead of a row of logits).
+  const bool backend_argmax = sampler->IsPlainArgmax();
+  int32_t picked = -1;
   const auto decode_start = std::chrono::steady_clock::now();
   for (int64_t n = 0; n < options.max_new_tokens; ++n) {
-    absl::StatusOr<SampledToken> next = sampler->Sample(logits);
+    absl::StatusOr<SampledToken> next = picked >= 0 ? sampler->AcceptArgmax(picked) : sampler->Sample(logits);
     if (!next.ok()) return next.status();
     result.ids.push_back(next->token);
     if (on_token) on_token(next->token);
@@ -82,6 +96,12 @@ absl::StatusOr<GenerateResult> Generate(Executor& executor, std::span<const int3
     if (n + 1 == options.max_new_tokens) break;
     seq.push_back(next->token);
     const int64_t pos = static_cast<int64_t>(seq.size()) - 1;
+    if (backend_argmax) {
+      absl::StatusOr<std::span<const int32_t>> id = executor.StepGreedy(SequenceBatch(executor, seq, pos, pos + 1, {0}));
+      if (!id.ok()) return id.status();
+      picked = (*id)[0];
+      continue;
+    }
     absl::StatusOr<std::span<const float>> out = StepSequence(executor, seq, pos, pos + 1, {0});
     if (!out.ok()) return out.status();
     logits = *out;

@@ -111,6 +111,21 @@ class Sampler {
     history_.insert(history_.end(), tokens.begin(), tokens.end());
   }
 
+  // True when Sample() picks the argmax of the logits as given (greedy, no
+  // penalty): a backend may then pick the token itself (Executor::StepGreedy).
+  bool IsPlainArgmax() const {
+    return params_.temperature == 0.0f && params_.repetition_penalty == 1.0f && params_.frequency_penalty == 0.0f &&
+           params_.presence_penalty == 0.0f;
+  }
+  // Accepts `token`, picked as that argmax elsewhere, as Sample() would have.
+  SampledToken AcceptArgmax(int32_t token) {
+    Accept(token);
+    SampledToken t;
+    t.token = token;
+    t.probability = 1.0f;
+    return t;
+  }
+
   // The distribution the next token would be drawn from: every token with a
   // non-zero probability, in unspecified order. Neither draws nor accepts
   // (speculative verification compares such distributions).

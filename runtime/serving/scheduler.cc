@@ -169,8 +169,22 @@ absl::StatusOr<bool> Scheduler::Step() {
     }
   }
   if (batch.logit_rows.empty()) batch.logit_rows.push_back(static_cast<int32_t>(batch.tokens.size() - 1));
-  absl::StatusOr<std::span<const float>> logits = executor_.Step(batch);
-  if (!logits.ok()) return logits.status();
+  // When every row is a plain argmax, the backend picks the ids (on the GPU:
+  // R ids come back instead of R x n_vocab logits, and no host argmax).
+  bool argmax_only = drafted == 0;
+  for (size_t k = 0; k < slots.size() && argmax_only; ++k) {
+    const Sequence& s = *slots[k].seq;
+    if (row_of_slot[k] >= 0) argmax_only = s.request.logprobs == Sampler::kNoLogprobs && s.sampler->IsPlainArgmax();
+  }
+  absl::StatusOr<std::span<const float>> logits = std::span<const float>();
+  absl::StatusOr<std::span<const int32_t>> ids = std::span<const int32_t>();
+  if (argmax_only) {
+    ids = executor_.StepGreedy(batch);
+    if (!ids.ok()) return ids.status();
+  } else {
+    logits = executor_.Step(batch);
+    if (!logits.ok()) return logits.status();
+  }
   ++stats_.steps;
   stats_.last_step_tokens = static_cast<int64_t>(batch.tokens.size());
   stats_.last_step_sequences = static_cast<int64_t>(slots.size());
@@ -189,6 +203,10 @@ absl::StatusOr<bool> Scheduler::Step() {
     (slots[k].count > 1 || s.generated == 0 ? stats_.prefill_tokens : stats_.decode_tokens) += slots[k].count;
     (void)pages_.CommitFullPages(s.id, s.tokens);
     if (row_of_slot[k] < 0) continue;
+    if (argmax_only) {
+      Emit(s, s.sampler->AcceptArgmax((*ids)[row_of_slot[k]]));
+      continue;
+    }
     std::span<const float> row = logits->subspan(static_cast<size_t>(row_of_slot[k]) * vocab, vocab);
     absl::StatusOr<SampledToken> next = s.sampler->Sample(row, s.request.logprobs);
     if (!next.ok()) {

@@ -148,6 +148,50 @@ TEST_F(GoldenCheck, StepGreedyIsTheArgmaxOfEveryRow) {
   for (size_t i = g.prompt.size() - 1; i + 1 < ids.size(); ++i) EXPECT_EQ((*greedy)[i], ids[i + 1]) << "row " << i;
 }
 
+// Counts which entry point a caller uses; the work is the CPU executor's.
+class CountingExecutor : public Executor {
+ public:
+  explicit CountingExecutor(Executor& inner) : inner_(inner) {}
+  absl::StatusOr<std::span<const float>> Step(const StepBatch& b) override {
+    ++steps;
+    return inner_.Step(b);
+  }
+  absl::StatusOr<std::span<const int32_t>> StepGreedy(const StepBatch& b) override {
+    ++greedy_steps;
+    return inner_.StepGreedy(b);
+  }
+  std::string Describe() const override { return inner_.Describe(); }
+  const Plan& plan() const override { return inner_.plan(); }
+  int64_t num_pages() const override { return inner_.num_pages(); }
+  int steps = 0, greedy_steps = 0;
+
+ private:
+  Executor& inner_;
+};
+
+// Plain greedy generation lets the backend pick every id after the prompt
+// (StepGreedy) and still gives the goldens; a penalty needs the logits.
+TEST_F(GoldenCheck, GreedyDecodeAsksTheBackendForIds) {
+  const std::vector<std::filesystem::path> cases = Cases("stories260K");
+  if (cases.empty()) GTEST_SKIP() << "no goldens under " << testing::TestDataDir();
+  std::unique_ptr<CpuExecutor> ex = Load("stories260K", 256);
+  ASSERT_NE(ex, nullptr);
+  const Golden g = ReadGolden(cases.front());
+  CountingExecutor counting(*ex);
+  GenerateOptions options;
+  options.max_new_tokens = static_cast<int64_t>(g.generated.size());
+  options.sampling.temperature = 0;
+  absl::StatusOr<GenerateResult> r = Generate(counting, g.prompt, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ids, g.generated);
+  EXPECT_EQ(counting.greedy_steps, static_cast<int>(g.generated.size()) - 1);
+  EXPECT_EQ(counting.steps, 1);  // the prompt, whose logits Generate returns
+  CountingExecutor penalised(*ex);
+  options.sampling.repetition_penalty = 1.1f;
+  ASSERT_TRUE(Generate(penalised, g.prompt, options).ok());
+  EXPECT_EQ(penalised.greedy_steps, 0);
+}
+
 TEST_F(GoldenCheck, Stories260KF16GreedyIds) {
   const std::vector<std::filesystem::path> cases = Cases("stories260K-f16");
   if (cases.empty()) GTEST_SKIP() << "no goldens under " << testing::TestDataDir();

@@ -66,11 +66,16 @@ class ToyExecutor : public Executor {
     }
     return std::span<const float>(logits_);
   }
+  absl::StatusOr<std::span<const int32_t>> StepGreedy(const StepBatch& batch) override {
+    ++greedy_steps_;
+    return Executor::StepGreedy(batch);
+  }
   std::string Describe() const override { return "toy"; }
   const Plan& plan() const override { return plan_; }
   int64_t num_pages() const override { return static_cast<int64_t>(kv_.size()) / kPageSize; }
 
   int64_t steps() const { return steps_; }
+  int64_t greedy_steps() const { return greedy_steps_; }
   int64_t max_tokens_seen() const { return max_tokens_seen_; }
 
  private:
@@ -78,7 +83,7 @@ class ToyExecutor : public Executor {
   std::vector<int32_t> kv_;
   std::vector<float> logits_;
   int disagree_;
-  int64_t steps_ = 0, max_tokens_seen_ = 0;
+  int64_t steps_ = 0, greedy_steps_ = 0, max_tokens_seen_ = 0;
 };
 
 struct Outcome {
@@ -304,6 +309,63 @@ TEST(SpeculativeScheduler, SampledRequestsAskingForLogprobsDoNotSpeculate) {
   EXPECT_EQ(sampled.spec.drafted, 0);
   EXPECT_EQ(sampled.ids.size(), 20u);
   EXPECT_EQ(greedy.ids.size(), 20u);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Steps whose rows are all plain argmax (greedy, no penalty, no logprobs) ask
+// the backend for ids (Executor::StepGreedy: on a GPU, R ids instead of R x
+// n_vocab logits); a row that needs the distribution (logprobs, a penalty)
+// makes its steps return logits. The ids are the same either way.
+TEST(Scheduler, PlainGreedyStepsLetTheBackendPickTheIds) {
+  constexpr int kRequests = 6;
+  constexpr int64_t kNew = 24;
+  const std::vector<Outcome> solo = SoloRuns(kRequests, kNew);
+  {
+    ToyExecutor target(64, 0);
+    KvPageManager pages(64, kPageSize);
+    Scheduler scheduler(target, pages, SchedulerOptions{.token_budget = 64, .max_running = 8});
+    std::vector<Outcome> got(kRequests);
+    for (int k = 0; k < kRequests; ++k) {
+      ASSERT_TRUE(scheduler.Submit(Greedy(Prompt(k), kNew + k % 5, &got[k], /*speculative=*/false)).ok());
+    }
+    Drain(scheduler, pages);
+    for (int k = 0; k < kRequests; ++k) EXPECT_EQ(got[k].ids, solo[k].ids) << k;
+    EXPECT_GT(target.steps(), 0);
+    EXPECT_EQ(target.greedy_steps(), target.steps());
+  }
+  for (const bool penalty : {false, true}) {
+    ToyExecutor target(64, 0);
+    KvPageManager pages(64, kPageSize);
+    Scheduler scheduler(target, pages, SchedulerOptions{.token_budget = 64, .max_running = 8});
+    std::vector<Outcome> got(kRequests);
+    std::vector<float> logprobs;
+    for (int k = 0; k < kRequests; ++k) {
+      ScheduledRequest req = Greedy(Prompt(k), kNew + k % 5, &got[k], /*speculative=*/false);
+      if (k == 0) {
+        if (penalty) {
+          req.sampling.repetition_penalty = 1.3f;
+        } else {
+          req.logprobs = 0;
+          req.on_token = [&](int32_t t, const SampledToken& token) {
+            got[0].ids.push_back(t);
+            if (token.logprob) logprobs.push_back(*token.logprob);
+            return true;
+          };
+        }
+      }
+      ASSERT_TRUE(scheduler.Submit(std::move(req)).ok());
+    }
+    Drain(scheduler, pages);
+    for (int k = penalty ? 1 : 0; k < kRequests; ++k) EXPECT_EQ(got[k].ids, solo[k].ids) << k;
+    // Request 0 has a row in every step until it finishes: those steps return logits.
+    EXPECT_LT(target.greedy_steps(), target.steps() - kNew + 1) << "penalty " << penalty;
+    if (!penalty) EXPECT_EQ(logprobs.size(), got[0].ids.size());
+  }
 }
 
 }  // namespace

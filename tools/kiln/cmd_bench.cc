@@ -9,6 +9,7 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -182,14 +183,17 @@ int RunBench(int argc, char** argv) {
     peers_path = backend == "vulkan" ? "../shared/peers/llama.cpp-vulkan-h200.md" : "../shared/peers/llama.cpp-h200.md";
   }
   const std::string peers = ReadFile(peers_path);
-  const std::string card_notes = ReadFile("../shared/peers/llama.cpp-h200.md");
+  // The card's ceilings live in the CUDA peer's notes, beside the peers file.
+  const size_t slash = peers_path.rfind('/');
+  const std::string card_notes =
+      ReadFile((slash == std::string::npos ? std::string() : peers_path.substr(0, slash + 1)) + "llama.cpp-h200.md");
   Ceilings ceilings;
   if (args.GetFlag("probe")) {
     absl::StatusOr<Ceilings> probed = ProbeCeilings(ex, options);
     if (!probed.ok()) return Fail("bench", absl::StrCat("--probe: ", probed.status().message()));
     ceilings = *probed;
     ceilings.what = absl::StrCat("measured now: ", ceilings.what);
-  } else if (backend != "cpu" && !card_notes.empty()) {
+  } else if (backend != "cpu" && !card_notes.empty() && absl::StrContains(ex.Describe(), "H200")) {
     ceilings.bytes_per_second = FindPeerFigure(card_notes, "device-to-device copy", "median", true).value_or(0) * 1e12;
     ceilings.flops_per_second = FindPeerFigure(card_notes, "bf16 GEMM", "median", true).value_or(0) * 1e12;
     ceilings.what = "the H200's measured ceilings in ../shared/peers/llama.cpp-h200.md (use --probe to measure)";
