@@ -182,6 +182,7 @@ absl::StatusOr<std::vector<uint8_t>> GenerateVulkanKernels(const Plan& plan) {
     for (const vulkan::PlannedDispatch& d : launch) {
       instances.emplace(d.kernel.Key(), d.kernel);
       if (d.decode_kernel) instances.emplace(d.decode_kernel->Key(), *d.decode_kernel);
+      if (d.tiled_kernel) instances.emplace(d.tiled_kernel->Key(), *d.tiled_kernel);
     }
   }
   const vulkan::PlannedDispatch copy = vulkan::CopyLogitsDispatch(plan);

@@ -60,6 +60,7 @@ class VulkanExecutor final : public Executor {
     size_t launch = 0;  // index into plan_.launches, or launches.size() for copy_logits
     VkPipeline pipeline = VK_NULL_HANDLE;
     VkPipeline decode_pipeline = VK_NULL_HANDLE;  // where planned.decode_kernel is set
+    VkPipeline tiled_pipeline = VK_NULL_HANDLE;   // where planned.tiled_kernel is set
     VkDescriptorSet set = VK_NULL_HANDLE;
   };
   absl::Status UploadWeights(const WeightSource& weights);
@@ -294,6 +295,11 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
       if (!decode.ok()) return decode.status();
       d.decode_pipeline = *decode;
     }
+    if (d.planned.tiled_kernel) {
+      absl::StatusOr<VkPipeline> tiled = pipeline_for(*d.planned.tiled_kernel);
+      if (!tiled.ok()) return tiled.status();
+      d.tiled_pipeline = *tiled;
+    }
   }
   return absl::OkStatus();
 }
@@ -443,12 +449,17 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
     pending_reads.insert(pending_reads.end(), reads.begin(), reads.end());
     pending_writes.insert(pending_writes.end(), writes.begin(), writes.end());
 
-    // Decode-sized buckets run the matmul's one-token variant where it has one.
+    // Decode-sized buckets run the matmul's one-token variant, prefill-sized
+    // ones its tiled variant, where it has them.
     const bool decode_variant = p.decode_kernel && B <= p.decode_max_bucket;
-    const VkPipeline pipeline = decode_variant ? d.decode_pipeline : d.pipeline;
+    const bool tiled_variant = !decode_variant && p.tiled_kernel && B >= p.tiled_min_bucket;
+    const VkPipeline pipeline = decode_variant ? d.decode_pipeline : tiled_variant ? d.tiled_pipeline : d.pipeline;
     const int64_t wg = p.kernel.workgroup_size;
-    const int64_t tokens_per_group = decode_variant ? 1 : p.shape.tokens_per_group;
-    const int64_t columns_per_group = decode_variant ? p.decode_columns_per_group : p.shape.columns_per_group;
+    const int64_t tokens_per_group =
+        decode_variant ? 1 : tiled_variant ? p.tiled_tokens_per_group : p.shape.tokens_per_group;
+    const int64_t columns_per_group = decode_variant ? p.decode_columns_per_group
+                                      : tiled_variant ? p.tiled_columns_per_group
+                                                      : p.shape.columns_per_group;
     int64_t x = 1, y = 1, z = 1;
     switch (p.shape.kind) {
       case LaunchShape::Kind::kStride:

@@ -83,6 +83,13 @@ struct PlannedDispatch {
   std::optional<KernelInstance> decode_kernel;
   int64_t decode_max_bucket = 0;
   int64_t decode_columns_per_group = 1;
+  // matmul: the shared-memory tiled variant (matmul_tiled.comp) for buckets
+  // of at least tiled_min_bucket tokens, tiled_tokens_per_group x
+  // tiled_columns_per_group outputs per workgroup.
+  std::optional<KernelInstance> tiled_kernel;
+  int64_t tiled_min_bucket = 0;
+  int64_t tiled_tokens_per_group = 1;
+  int64_t tiled_columns_per_group = 1;
 };
 
 // Workgroups per (token, head) of attention in a bucket of B tokens: up to

@@ -129,6 +129,75 @@ TEST(VulkanKernels, FusedMatmulSiluMulAndResidualAdd) {
   }
 }
 
+// Prefill-sized buckets (64 tokens and up) run matmul_tiled.comp: 64 x 64
+// tiles, 16 k per step. Odd shapes cover partial tiles in every direction:
+// 70 rows of a 128 bucket, 64 exactly, columns past a tile (37, 45, 96 + 9 +
+// 9), k past a step (40) and not a multiple of 4 (38).
+TEST(VulkanKernels, TiledPrefillMatmulEveryStorageAndEpilogue) {
+  auto prefill_batches = [](TestPlan& tp, int32_t vocab) {
+    return std::vector<StepBatch>{MakeBatch({{0, 70}}, 32, vocab, tp.rng()),
+                                  MakeBatch({{0, 40}, {0, 24}}, 32, vocab, tp.rng()),
+                                  MakeBatch({{0, 5}}, 32, vocab, tp.rng())};
+  };
+  std::vector<StorageCase> cases = Storages();
+  cases.push_back({"f32", 38});
+  for (const StorageCase& c : cases) {
+    TestPlan tp({1, 8, 64, 128});
+    tp.SetPool(1, 1, 4, 4, 128);
+    const int64_t n = 37, vocab = 29;
+    const int64_t x = tp.Embed("emb", vocab, c.k);
+    tp.Weight("w", c.storage, {n, c.k});
+    const int64_t y = tp.Region(n);
+    tp.Launch("matmul." + c.storage, {tp.ArenaBinding("input", x), TestPlan::WeightBinding("weight", "w"),
+                                      tp.ArenaBinding("result", y)},
+              absl::StrCat("\"k\":", c.k, ",\"n\":", n));
+    ExpectSameOutputs(tp, y, n, prefill_batches(tp, vocab), 64, absl::StrCat("tiled matmul ", c.storage, " k=", c.k));
+  }
+  for (const char* storage : {"f32", "q8_0", "q4_K"}) {
+    TestPlan tp({1, 8, 64, 128});
+    tp.SetPool(1, 1, 4, 4, 128);
+    const int64_t k = std::string(storage) == "q4_K" ? 256 : 64, vocab = 31;
+    const int64_t x = tp.Embed("emb", vocab, k);
+    tp.Weight("g", "f32", {k});
+    tp.Weight("wq", storage, {96, k});
+    tp.Weight("wk", storage, {9, k});
+    tp.Weight("wv", storage, {9, k});
+    const int64_t q = tp.Region(96), kk = tp.Region(9), v = tp.Region(9);
+    tp.Launch(std::string("fused_matmul.norm.") + storage,
+              {tp.ArenaBinding("input", x), TestPlan::WeightBinding("norm", "g"), TestPlan::WeightBinding("weight0", "wq"),
+               TestPlan::WeightBinding("weight1", "wk"), TestPlan::WeightBinding("weight2", "wv"),
+               tp.ArenaBinding("result0", q), tp.ArenaBinding("result1", kk), tp.ArenaBinding("result2", v)},
+              absl::StrCat("\"epilogue\":\"none\",\"eps\":1e-5,\"k\":", k, ",\"n\":[96,9,9]"));
+    ExpectSameOutputs(tp, q, 96, prefill_batches(tp, vocab), 64, std::string("tiled fused q ") + storage);
+    ExpectSameOutputs(tp, kk, 9, prefill_batches(tp, vocab), 64, std::string("tiled fused k ") + storage);
+    ExpectSameOutputs(tp, v, 9, prefill_batches(tp, vocab), 64, std::string("tiled fused v ") + storage);
+  }
+  for (const auto& [storage, k, n] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
+           {"f32", 40, 45}, {"q4_0", 64, 96}, {"q6_K", 256, 256}}) {
+    TestPlan tp({1, 8, 64, 128});
+    tp.SetPool(1, 1, 4, 4, 128);
+    const int64_t vocab = 23;
+    const int64_t x = tp.Embed("emb", vocab, k);
+    tp.Weight("g", "f32", {k});
+    tp.Weight("gate", storage, {n, k});
+    tp.Weight("up", storage, {n, k});
+    const int64_t h = tp.Region(n);
+    tp.Launch("fused_matmul.norm.silu_mul." + storage,
+              {tp.ArenaBinding("input", x), TestPlan::WeightBinding("norm", "g"), TestPlan::WeightBinding("weight0", "gate"),
+               TestPlan::WeightBinding("weight1", "up"), tp.ArenaBinding("result0", h)},
+              absl::StrCat("\"epilogue\":\"silu_mul\",\"eps\":1e-6,\"k\":", k, ",\"n\":[", n, ",", n, "]"));
+    const int64_t res = tp.Embed("emb_res", vocab, k);
+    tp.Weight("down", storage, {k, n});
+    const int64_t out = tp.Region(k);
+    tp.Launch("fused_matmul.residual_add." + storage,
+              {tp.ArenaBinding("input", h), TestPlan::WeightBinding("weight0", "down"),
+               tp.ArenaBinding("residual", res), tp.ArenaBinding("result0", out)},
+              absl::StrCat("\"epilogue\":\"residual_add\",\"k\":", n, ",\"n\":[", k, "]"));
+    ExpectSameOutputs(tp, h, n, prefill_batches(tp, vocab), 64, "tiled silu_mul " + storage);
+    ExpectSameOutputs(tp, out, k, prefill_batches(tp, vocab), 64, "tiled residual_add " + storage);
+  }
+}
+
 TEST(VulkanKernels, EmbeddingOfQuantisedTables) {
   for (const auto& [storage, width] : std::vector<std::pair<std::string, int64_t>>{
            {"f32", 13}, {"f16", 13}, {"q8_0", 64}, {"q4_K", 256}, {"int2:g16", 48}}) {
