@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -127,6 +128,16 @@ void WriteBinaryFile(const std::filesystem::path& path, const std::string& bytes
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   out.close();
   if (!out) ADD_FAILURE() << "cannot write " << path;
+}
+
+double RelativeL2(std::span<const float> got, std::span<const float> want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
 }
 
 }  // namespace kiln::testing

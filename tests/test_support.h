@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,8 @@ std::filesystem::path TestDataFile(const std::string& rel);
 // $KILN_MODELS or ~/.cache/kiln/models.
 std::filesystem::path ModelCacheDir();
 std::string ReadFileOrDie(const std::filesystem::path& path);
+// ||got - want|| / ||want|| in double (||got - want|| where want is all zero).
+double RelativeL2(std::span<const float> got, std::span<const float> want);
 // A fresh empty folder under the build tree, unique to the running test and
 // process (`name` makes it readable).
 std::filesystem::path ScratchDir(const std::string& name);

@@ -35,6 +35,12 @@ absl::StatusOr<JsonValue> JsonLine(const std::string& output) {
   return absl::NotFoundError("no JSON line in the output");
 }
 
+JsonValue ReadJsonOrDie(const std::filesystem::path& path) {
+  absl::StatusOr<JsonValue> j = ParseJson(testing::ReadFileOrDie(path));
+  EXPECT_TRUE(j.ok()) << path << ": " << j.status();
+  return j.ok() ? *std::move(j) : JsonValue();
+}
+
 // What `kiln run --output-format json` prints, greedy.
 JsonValue RunJson(const std::string& model, const std::string& prompt, int n, const std::string& extra = "") {
   const testing::CommandResult r = RunKiln("run " + Quote(model) + " -p " + Quote(prompt) + " -n " +
@@ -49,8 +55,8 @@ TEST(KilnRun, GgufAndArtifactBothGiveTheGoldenIds) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
   KILN_REQUIRE_TESTDATA(golden_path, "golden/stories260K/p03_one_day_a_cat.json");
-  absl::StatusOr<JsonValue> golden = ParseJson(testing::ReadFileOrDie(golden_path));
-  ASSERT_TRUE(golden.ok());
+  const JsonValue g = ReadJsonOrDie(golden_path);
+  const JsonValue* golden = &g;
   const std::vector<int64_t> want = Ints(golden->Find("generated_token_ids"));
   const std::string prompt = golden->Find("prompt")->string_value();
 
@@ -77,10 +83,9 @@ TEST(KilnRun, AutoBackendSaysWhatItPickedAndWhy) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
   KILN_REQUIRE_TESTDATA(golden_path, "golden/stories260K/p03_one_day_a_cat.json");
-  absl::StatusOr<JsonValue> golden = ParseJson(testing::ReadFileOrDie(golden_path));
-  ASSERT_TRUE(golden.ok());
-  const std::vector<int64_t> want = Ints(golden->Find("generated_token_ids"));
-  const std::string prompt = golden->Find("prompt")->string_value();
+  const JsonValue golden = ReadJsonOrDie(golden_path);
+  const std::vector<int64_t> want = Ints(golden.Find("generated_token_ids"));
+  const std::string prompt = golden.Find("prompt")->string_value();
   const std::string art = (testing::ScratchDir("run_backend") / "s.kiln").string();
   const testing::CommandResult c = RunKiln("compile " + Quote(model.string()) + " --target vulkan -o " + Quote(art));
   ASSERT_EQ(c.exit_code, 0) << c.output;

@@ -17,9 +17,9 @@
 #include "runtime/cuda/cuda_executor.h"
 #include "runtime/executor/cpu_executor.h"
 #include "runtime/executor/generator.h"
-#include "runtime/executor/speculative.h"
 #include "runtime/util/json.h"
 #include "tests/cuda/single_op_plans.h"
+#include "tests/e2e/golden_cases.h"
 #include "tests/test_support.h"
 
 namespace kiln {
@@ -121,32 +121,9 @@ TEST_F(CudaGolden, SpeculativeGreedyWithDraftOrLookupIsTheGoldens) {
   if (!target || !draft) GTEST_SKIP() << "no stories260K / stories260K-q4_0-mix artifacts";
   std::unique_ptr<Executor> target_gpu = Gpu(*target), draft_gpu = Gpu(*draft);
   ASSERT_TRUE(target_gpu && draft_gpu);
-  int checked = 0;
-  for (const auto& path : Cases("stories260K")) {
-    absl::StatusOr<JsonValue> j = ParseJson(testing::ReadFileOrDie(path));
-    ASSERT_TRUE(j.ok()) << j.status();
-    const std::vector<int32_t> prompt = Ids(*j->Find("prompt_token_ids"));
-    const std::vector<int32_t> golden = Ids(*j->Find("generated_token_ids"));
-    SpeculativeOptions options;
-    options.generate.max_new_tokens = static_cast<int64_t>(golden.size());
-    options.generate.sampling.temperature = 0;
-    options.draft_max = 6;
-    DraftModel drafter(*draft_gpu, options.generate.sampling);
-    absl::StatusOr<SpeculativeResult> with_draft = GenerateSpeculative(*target_gpu, drafter, prompt, options);
-    ASSERT_TRUE(with_draft.ok()) << with_draft.status();
-    EXPECT_EQ(with_draft->result.ids, golden) << path.filename() << " (draft model)";
-    NgramLookupDraft lookup;
-    absl::StatusOr<SpeculativeResult> with_lookup = GenerateSpeculative(*target_gpu, lookup, prompt, options);
-    ASSERT_TRUE(with_lookup.ok()) << with_lookup.status();
-    EXPECT_EQ(with_lookup->result.ids, golden) << path.filename() << " (n-gram lookup)";
-    EXPECT_GT(with_draft->stats.drafted, 0);
-    std::printf("%s on CUDA: draft model %lld/%lld accepted, lookup %lld/%lld accepted; ids equal the golden: %s\n",
-                path.filename().c_str(), (long long)with_draft->stats.accepted, (long long)with_draft->stats.drafted,
-                (long long)with_lookup->stats.accepted, (long long)with_lookup->stats.drafted,
-                with_draft->result.ids == golden && with_lookup->result.ids == golden ? "yes" : "no");
-    ++checked;
-  }
-  EXPECT_EQ(checked, 4);
+  const std::vector<testing::GoldenCase> cases = testing::GoldenCases("stories260K");
+  EXPECT_EQ(cases.size(), 4u);
+  testing::ExpectSpeculativeGreedyIsTheGoldens(*target_gpu, *draft_gpu, cases, "CUDA");
 }
 
 // StepGreedy picks ids on the device: they equal the argmax (lowest id on

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/cpu/weight_storage.h"
 #include "runtime/executor/executor.h"
+#include "tests/test_support.h"
 #include "runtime/executor/plan.h"
 #include "runtime/formats/quant.h"
 
@@ -148,16 +149,6 @@ inline StepBatch RaggedBatch(const std::vector<int32_t>& starts, const std::vect
   }
   for (int32_t r = 0; r < static_cast<int32_t>(b.tokens.size()); ++r) b.logit_rows.push_back(r);
   return b;
-}
-
-inline double RelativeL2(std::span<const float> got, std::span<const float> want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
 }
 
 }  // namespace kiln::testing

@@ -50,15 +50,6 @@ Golden ReadGolden(const std::filesystem::path& json_path) {
   return g;
 }
 
-double RelativeL2(std::span<const float> a, std::span<const float> b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
-
 // One compiled program per model, reused by its cases.
 class GoldenCheck : public ::testing::Test {
  protected:
@@ -99,7 +90,7 @@ void CheckGreedy(CpuExecutor& ex, const std::vector<std::filesystem::path>& case
     while (same < r->ids.size() && same < g.generated.size() && r->ids[same] == g.generated[same]) ++same;
     const size_t v = ex.n_vocab();
     const std::span<const float> golden_row(g.logits.data() + (g.prompt.size() - 1 - g.first_position) * v, v);
-    const double err = RelativeL2(r->last_prompt_logits, golden_row);
+    const double err = testing::RelativeL2(r->last_prompt_logits, golden_row);
     if (logit_tolerance > 0) EXPECT_LT(err, logit_tolerance) << path.filename();
     std::printf("%s: %zu/%zu greedy ids equal llama.cpp's; last-prompt logits relative L2 %.2e\n",
                 path.filename().c_str(), same, g.generated.size(), err);

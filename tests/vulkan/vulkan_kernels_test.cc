@@ -63,16 +63,67 @@ const std::vector<StorageCase>& Storages() {
   return cases;
 }
 
+// An embedding of `vocab` rows of width k feeding a matmul of n rows of
+// `storage`; returns the result's region.
+int64_t AddMatmul(TestPlan& tp, const std::string& storage, int64_t k, int64_t n, int64_t vocab) {
+  const int64_t x = tp.Embed("emb", vocab, k);
+  tp.Weight("w", storage, {n, k});
+  const int64_t y = tp.Region(n);
+  tp.Launch("matmul." + storage,
+            {tp.ArenaBinding("input", x), TestPlan::WeightBinding("weight", "w"), tp.ArenaBinding("result", y)},
+            absl::StrCat("\"k\":", k, ",\"n\":", n));
+  return y;
+}
+
+// RMS norm, then q (nq rows), k and v (nkv rows each) in one launch.
+struct QkvRegions {
+  int64_t q, k, v;
+};
+QkvRegions AddNormQkv(TestPlan& tp, const std::string& storage, int64_t k, int64_t nq, int64_t nkv, int64_t vocab) {
+  const int64_t x = tp.Embed("emb", vocab, k);
+  tp.Weight("g", "f32", {k});
+  tp.Weight("wq", storage, {nq, k});
+  tp.Weight("wk", storage, {nkv, k});
+  tp.Weight("wv", storage, {nkv, k});
+  const QkvRegions r{tp.Region(nq), tp.Region(nkv), tp.Region(nkv)};
+  tp.Launch("fused_matmul.norm." + storage,
+            {tp.ArenaBinding("input", x), TestPlan::WeightBinding("norm", "g"), TestPlan::WeightBinding("weight0", "wq"),
+             TestPlan::WeightBinding("weight1", "wk"), TestPlan::WeightBinding("weight2", "wv"),
+             tp.ArenaBinding("result0", r.q), tp.ArenaBinding("result1", r.k), tp.ArenaBinding("result2", r.v)},
+            absl::StrCat("\"epilogue\":\"none\",\"eps\":1e-5,\"k\":", k, ",\"n\":[", nq, ",", nkv, ",", nkv, "]"));
+  return r;
+}
+
+// RMS norm, silu(gate) * up (n rows each) into h, then down (k rows) plus a
+// residual into out: a Llama FFN.
+struct FfnRegions {
+  int64_t h, out;
+};
+FfnRegions AddFfn(TestPlan& tp, const std::string& storage, int64_t k, int64_t n, int64_t vocab) {
+  const int64_t x = tp.Embed("emb", vocab, k);
+  tp.Weight("g", "f32", {k});
+  tp.Weight("gate", storage, {n, k});
+  tp.Weight("up", storage, {n, k});
+  FfnRegions r{tp.Region(n), 0};
+  tp.Launch("fused_matmul.norm.silu_mul." + storage,
+            {tp.ArenaBinding("input", x), TestPlan::WeightBinding("norm", "g"), TestPlan::WeightBinding("weight0", "gate"),
+             TestPlan::WeightBinding("weight1", "up"), tp.ArenaBinding("result0", r.h)},
+            absl::StrCat("\"epilogue\":\"silu_mul\",\"eps\":1e-6,\"k\":", k, ",\"n\":[", n, ",", n, "]"));
+  const int64_t res = tp.Embed("emb_res", vocab, k);
+  tp.Weight("down", storage, {k, n});
+  r.out = tp.Region(k);
+  tp.Launch("fused_matmul.residual_add." + storage,
+            {tp.ArenaBinding("input", r.h), TestPlan::WeightBinding("weight0", "down"), tp.ArenaBinding("residual", res),
+             tp.ArenaBinding("result0", r.out)},
+            absl::StrCat("\"epilogue\":\"residual_add\",\"k\":", n, ",\"n\":[", k, "]"));
+  return r;
+}
+
 TEST(VulkanKernels, MatmulEveryStorage) {
   for (const StorageCase& c : Storages()) {
     TestPlan tp;
     const int64_t n = 37, vocab = 29;
-    const int64_t x = tp.Embed("emb", vocab, c.k);
-    tp.Weight("w", c.storage, {n, c.k});
-    const int64_t y = tp.Region(n);
-    tp.Launch("matmul." + c.storage, {tp.ArenaBinding("input", x), TestPlan::WeightBinding("weight", "w"),
-                                      tp.ArenaBinding("result", y)},
-              absl::StrCat("\"k\":", c.k, ",\"n\":", n));
+    const int64_t y = AddMatmul(tp, c.storage, c.k, n, vocab);
     std::vector<StepBatch> batches = {MakeBatch({{0, 5}}, 2, vocab, tp.rng()), MakeBatch({{5, 1}}, 2, vocab, tp.rng()),
                                       MakeBatch({{0, 3}, {2, 4}}, 2, vocab, tp.rng())};
     ExpectSameOutputs(tp, y, n, batches, 4, "matmul " + c.storage);
@@ -80,52 +131,29 @@ TEST(VulkanKernels, MatmulEveryStorage) {
 }
 
 TEST(VulkanKernels, FusedMatmulNormThreeWeights) {
-  for (const char* storage : {"f32", "q8_0", "q4_K"}) {
+  for (const std::string storage : {"f32", "q8_0", "q4_K"}) {
     TestPlan tp;
-    const int64_t k = std::string(storage) == "q4_K" ? 256 : 64, vocab = 31;
-    const int64_t x = tp.Embed("emb", vocab, k);
-    tp.Weight("g", "f32", {k});
-    tp.Weight("wq", storage, {24, k});
-    tp.Weight("wk", storage, {9, k});
-    tp.Weight("wv", storage, {9, k});
-    const int64_t q = tp.Region(24), kk = tp.Region(9), v = tp.Region(9);
-    tp.Launch(std::string("fused_matmul.norm.") + storage,
-              {tp.ArenaBinding("input", x), TestPlan::WeightBinding("norm", "g"), TestPlan::WeightBinding("weight0", "wq"),
-               TestPlan::WeightBinding("weight1", "wk"), TestPlan::WeightBinding("weight2", "wv"),
-               tp.ArenaBinding("result0", q), tp.ArenaBinding("result1", kk), tp.ArenaBinding("result2", v)},
-              absl::StrCat("\"epilogue\":\"none\",\"eps\":1e-5,\"k\":", k, ",\"n\":[24,9,9]"));
+    const int64_t k = storage == "q4_K" ? 256 : 64, vocab = 31;
+    const QkvRegions r = AddNormQkv(tp, storage, k, 24, 9, vocab);
     std::vector<StepBatch> batches = {MakeBatch({{0, 7}}, 2, vocab, tp.rng()), MakeBatch({{7, 1}}, 2, vocab, tp.rng())};
-    ExpectSameOutputs(tp, q, 24, batches, 4, std::string("fused q ") + storage);
-    ExpectSameOutputs(tp, v, 9, batches, 4, std::string("fused v ") + storage);
+    ExpectSameOutputs(tp, r.q, 24, batches, 4, "fused q " + storage);
+    ExpectSameOutputs(tp, r.v, 9, batches, 4, "fused v " + storage);
   }
 }
 
+// n: gate/up rows and down's columns, so a whole number of down's blocks.
+const std::vector<std::tuple<std::string, int64_t, int64_t>> kFfnCases = {
+    {"f32", 40, 45}, {"f16", 64, 45}, {"q4_0", 64, 96}, {"q6_K", 256, 256}};
+
 TEST(VulkanKernels, FusedMatmulSiluMulAndResidualAdd) {
-  // n: gate/up rows and down's columns, so a whole number of down's blocks.
-  for (const auto& [storage, k, n] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
-           {"f32", 40, 45}, {"f16", 64, 45}, {"q4_0", 64, 96}, {"q6_K", 256, 256}}) {
+  for (const auto& [storage, k, n] : kFfnCases) {
     TestPlan tp;
     const int64_t vocab = 23;
-    const int64_t x = tp.Embed("emb", vocab, k);
-    tp.Weight("g", "f32", {k});
-    tp.Weight("gate", storage, {n, k});
-    tp.Weight("up", storage, {n, k});
-    const int64_t h = tp.Region(n);
-    tp.Launch("fused_matmul.norm.silu_mul." + storage,
-              {tp.ArenaBinding("input", x), TestPlan::WeightBinding("norm", "g"), TestPlan::WeightBinding("weight0", "gate"),
-               TestPlan::WeightBinding("weight1", "up"), tp.ArenaBinding("result0", h)},
-              absl::StrCat("\"epilogue\":\"silu_mul\",\"eps\":1e-6,\"k\":", k, ",\"n\":[", n, ",", n, "]"));
-    const int64_t res = tp.Embed("emb_res", vocab, k);
-    tp.Weight("down", storage, {k, n});
-    const int64_t out = tp.Region(k);
-    tp.Launch("fused_matmul.residual_add." + storage,
-              {tp.ArenaBinding("input", h), TestPlan::WeightBinding("weight0", "down"),
-               tp.ArenaBinding("residual", res), tp.ArenaBinding("result0", out)},
-              absl::StrCat("\"epilogue\":\"residual_add\",\"k\":", n, ",\"n\":[", k, "]"));
+    const FfnRegions r = AddFfn(tp, storage, k, n, vocab);
     std::vector<StepBatch> batches = {MakeBatch({{0, 6}}, 2, vocab, tp.rng()),
                                       MakeBatch({{6, 1}, {0, 2}}, 2, vocab, tp.rng())};
-    ExpectSameOutputs(tp, h, n, batches, 4, "silu_mul " + storage);
-    ExpectSameOutputs(tp, out, k, batches, 4, "residual_add " + storage);
+    ExpectSameOutputs(tp, r.h, n, batches, 4, "silu_mul " + storage);
+    ExpectSameOutputs(tp, r.out, k, batches, 4, "residual_add " + storage);
   }
 }
 
@@ -134,6 +162,11 @@ TEST(VulkanKernels, FusedMatmulSiluMulAndResidualAdd) {
 // 70 rows of a 128 bucket, 64 exactly, columns past a tile (37, 45, 96 + 9 +
 // 9), k past a step (40) and not a multiple of 4 (38).
 TEST(VulkanKernels, TiledPrefillMatmulEveryStorageAndEpilogue) {
+  auto prefill_plan = [] {
+    auto tp = std::make_unique<TestPlan>(std::vector<int64_t>{1, 8, 64, 128});
+    tp->SetPool(1, 1, 4, 4, 128);
+    return tp;
+  };
   auto prefill_batches = [](TestPlan& tp, int32_t vocab) {
     return std::vector<StepBatch>{MakeBatch({{0, 70}}, 32, vocab, tp.rng()),
                                   MakeBatch({{0, 40}, {0, 24}}, 32, vocab, tp.rng()),
@@ -142,59 +175,25 @@ TEST(VulkanKernels, TiledPrefillMatmulEveryStorageAndEpilogue) {
   std::vector<StorageCase> cases = Storages();
   cases.push_back({"f32", 38});
   for (const StorageCase& c : cases) {
-    TestPlan tp({1, 8, 64, 128});
-    tp.SetPool(1, 1, 4, 4, 128);
+    std::unique_ptr<TestPlan> tp = prefill_plan();
     const int64_t n = 37, vocab = 29;
-    const int64_t x = tp.Embed("emb", vocab, c.k);
-    tp.Weight("w", c.storage, {n, c.k});
-    const int64_t y = tp.Region(n);
-    tp.Launch("matmul." + c.storage, {tp.ArenaBinding("input", x), TestPlan::WeightBinding("weight", "w"),
-                                      tp.ArenaBinding("result", y)},
-              absl::StrCat("\"k\":", c.k, ",\"n\":", n));
-    ExpectSameOutputs(tp, y, n, prefill_batches(tp, vocab), 64, absl::StrCat("tiled matmul ", c.storage, " k=", c.k));
+    const int64_t y = AddMatmul(*tp, c.storage, c.k, n, vocab);
+    ExpectSameOutputs(*tp, y, n, prefill_batches(*tp, vocab), 64, absl::StrCat("tiled matmul ", c.storage, " k=", c.k));
   }
-  for (const char* storage : {"f32", "q8_0", "q4_K"}) {
-    TestPlan tp({1, 8, 64, 128});
-    tp.SetPool(1, 1, 4, 4, 128);
-    const int64_t k = std::string(storage) == "q4_K" ? 256 : 64, vocab = 31;
-    const int64_t x = tp.Embed("emb", vocab, k);
-    tp.Weight("g", "f32", {k});
-    tp.Weight("wq", storage, {96, k});
-    tp.Weight("wk", storage, {9, k});
-    tp.Weight("wv", storage, {9, k});
-    const int64_t q = tp.Region(96), kk = tp.Region(9), v = tp.Region(9);
-    tp.Launch(std::string("fused_matmul.norm.") + storage,
-              {tp.ArenaBinding("input", x), TestPlan::WeightBinding("norm", "g"), TestPlan::WeightBinding("weight0", "wq"),
-               TestPlan::WeightBinding("weight1", "wk"), TestPlan::WeightBinding("weight2", "wv"),
-               tp.ArenaBinding("result0", q), tp.ArenaBinding("result1", kk), tp.ArenaBinding("result2", v)},
-              absl::StrCat("\"epilogue\":\"none\",\"eps\":1e-5,\"k\":", k, ",\"n\":[96,9,9]"));
-    ExpectSameOutputs(tp, q, 96, prefill_batches(tp, vocab), 64, std::string("tiled fused q ") + storage);
-    ExpectSameOutputs(tp, kk, 9, prefill_batches(tp, vocab), 64, std::string("tiled fused k ") + storage);
-    ExpectSameOutputs(tp, v, 9, prefill_batches(tp, vocab), 64, std::string("tiled fused v ") + storage);
+  for (const std::string storage : {"f32", "q8_0", "q4_K"}) {
+    std::unique_ptr<TestPlan> tp = prefill_plan();
+    const int64_t k = storage == "q4_K" ? 256 : 64, vocab = 31;
+    const QkvRegions r = AddNormQkv(*tp, storage, k, 96, 9, vocab);
+    ExpectSameOutputs(*tp, r.q, 96, prefill_batches(*tp, vocab), 64, "tiled fused q " + storage);
+    ExpectSameOutputs(*tp, r.k, 9, prefill_batches(*tp, vocab), 64, "tiled fused k " + storage);
+    ExpectSameOutputs(*tp, r.v, 9, prefill_batches(*tp, vocab), 64, "tiled fused v " + storage);
   }
-  for (const auto& [storage, k, n] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
-           {"f32", 40, 45}, {"q4_0", 64, 96}, {"q6_K", 256, 256}}) {
-    TestPlan tp({1, 8, 64, 128});
-    tp.SetPool(1, 1, 4, 4, 128);
+  for (const auto& [storage, k, n] : kFfnCases) {
+    std::unique_ptr<TestPlan> tp = prefill_plan();
     const int64_t vocab = 23;
-    const int64_t x = tp.Embed("emb", vocab, k);
-    tp.Weight("g", "f32", {k});
-    tp.Weight("gate", storage, {n, k});
-    tp.Weight("up", storage, {n, k});
-    const int64_t h = tp.Region(n);
-    tp.Launch("fused_matmul.norm.silu_mul." + storage,
-              {tp.ArenaBinding("input", x), TestPlan::WeightBinding("norm", "g"), TestPlan::WeightBinding("weight0", "gate"),
-               TestPlan::WeightBinding("weight1", "up"), tp.ArenaBinding("result0", h)},
-              absl::StrCat("\"epilogue\":\"silu_mul\",\"eps\":1e-6,\"k\":", k, ",\"n\":[", n, ",", n, "]"));
-    const int64_t res = tp.Embed("emb_res", vocab, k);
-    tp.Weight("down", storage, {k, n});
-    const int64_t out = tp.Region(k);
-    tp.Launch("fused_matmul.residual_add." + storage,
-              {tp.ArenaBinding("input", h), TestPlan::WeightBinding("weight0", "down"),
-               tp.ArenaBinding("residual", res), tp.ArenaBinding("result0", out)},
-              absl::StrCat("\"epilogue\":\"residual_add\",\"k\":", n, ",\"n\":[", k, "]"));
-    ExpectSameOutputs(tp, h, n, prefill_batches(tp, vocab), 64, "tiled silu_mul " + storage);
-    ExpectSameOutputs(tp, out, k, prefill_batches(tp, vocab), 64, "tiled residual_add " + storage);
+    const FfnRegions r = AddFfn(*tp, storage, k, n, vocab);
+    ExpectSameOutputs(*tp, r.h, n, prefill_batches(*tp, vocab), 64, "tiled silu_mul " + storage);
+    ExpectSameOutputs(*tp, r.out, k, prefill_batches(*tp, vocab), 64, "tiled residual_add " + storage);
   }
 }
 

@@ -17,6 +17,7 @@
 #include "runtime/executor/cpu_executor.h"
 #include "runtime/executor/repack.h"
 #include "runtime/vulkan/vulkan_executor.h"
+#include "tests/test_support.h"
 
 namespace kiln::testing {
 
@@ -144,15 +145,6 @@ inline StepBatch MakeBatch(const std::vector<SeqStep>& seqs, int32_t pages_per_s
   }
   b.logit_rows = rows;
   return b;
-}
-
-inline double RelativeL2(std::span<const float> got, std::span<const float> want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    den += double(want[i]) * want[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
 // The Vulkan executor for `plan` (kernels compiled here), null when the
