@@ -74,10 +74,12 @@ TEST(VulkanBundle, EveryModulePassesSpirvVal) {
   std::set<std::string> templates;
   for (const vulkan::SpirvModule& m : *modules) templates.insert(m.template_name);
   EXPECT_EQ(templates, (std::set<std::string>{"argmax", "attention_combine", "copy_logits", "elementwise", "embedding", "gather_rows",
-                                              "kv_append", "matmul", "paged_attention", "rms_norm", "rope"}));
-  // 15 storages of the plain matmul and the fused QKV, each a prefill and a
-  // decode variant; the rest once each (elementwise: four ops).
-  EXPECT_EQ(modules->size(), 2 * (15u + 1) + 4 + 9);
+                                              "kv_append", "matmul", "matmul_tiled", "paged_attention", "rms_norm",
+                                              "rope"}));
+  // 15 storages of the plain matmul and the fused QKV, each a decode, a
+  // small-bucket and a tiled prefill variant; the rest once each
+  // (elementwise: four ops).
+  EXPECT_EQ(modules->size(), 3 * (15u + 1) + 4 + 9);
   const std::filesystem::path dir = ScratchDir("spirv_val");
   for (size_t i = 0; i < modules->size(); ++i) {
     const std::filesystem::path file = dir / absl::StrCat(i, ".spv");
