@@ -3,7 +3,8 @@
 // (lavapipe in CI): greedy ids equal llama.cpp's for every golden prompt, and
 // the logits after the prompt agree with the CPU executor's; speculative
 // greedy decoding on Vulkan (a draft model on Vulkan too, and n-gram lookup)
-// gives the same goldens.
+// gives the same goldens; 32 requests batched by the scheduler on Vulkan get
+// the ids they get alone there.
 #include <cmath>
 
 #include "codegen/codegen.h"
@@ -11,6 +12,7 @@
 #include "runtime/executor/generator.h"
 #include "runtime/util/json.h"
 #include "runtime/vulkan/vulkan_executor.h"
+#include "tests/e2e/batched_check.h"
 #include "tests/e2e/compiled_model.h"
 #include "tests/e2e/golden_cases.h"
 #include "tests/test_support.h"
@@ -79,6 +81,18 @@ TEST(VulkanGoldenCheck, SpeculativeGreedyWithDraftOrLookupIsTheGoldens) {
   ASSERT_TRUE(draft_gpu.ok()) << draft_gpu.status();
   EXPECT_EQ(cases.size(), 4u);
   testing::ExpectSpeculativeGreedyIsTheGoldens(**target_gpu, **draft_gpu, cases, "Vulkan");
+}
+
+TEST(VulkanGoldenCheck, ThirtyTwoConcurrentGreedyRequestsMatchTheirSoloRuns) {
+  std::unique_ptr<Program> program = testing::CompileTestModel("stories260K");
+  if (program == nullptr) GTEST_SKIP() << "stories260K.gguf not found under " << testing::TestDataDir();
+  const int64_t page = program->plan.pool.page_size;
+  absl::StatusOr<std::unique_ptr<Executor>> solo = VulkanFor(*program, 16 * page);
+  if (!solo.ok() && absl::IsUnavailable(solo.status())) GTEST_SKIP() << "no Vulkan: " << solo.status().message();
+  ASSERT_TRUE(solo.ok()) << solo.status();
+  absl::StatusOr<std::unique_ptr<Executor>> shared = VulkanFor(*program, testing::kBatchedCheckPages * page);
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  testing::ExpectBatchedGreedyEqualsSolo(*program, **solo, **shared);
 }
 
 }  // namespace
