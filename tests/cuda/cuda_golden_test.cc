@@ -1,7 +1,8 @@
 // The CUDA executor end to end on artifacts compiled ahead of time with
 // --target cuda:sm_90 (scripts/gpu/prepare.sh writes them to
 // $KILN_CUDA_ARTIFACTS): greedy ids of stories260K equal llama.cpp's
-// goldens, every model's greedy ids equal the CPU executor's, prompt logits
+// goldens, every model's greedy ids equal the CPU executor's (and, batched by
+// the scheduler, their solo runs), prompt logits
 // agree, PTX runs where the cubin's SM differs, and an SM the GPU cannot run
 // is a clear error. Skips without a GPU or without the artifacts.
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "runtime/executor/generator.h"
 #include "runtime/util/json.h"
 #include "tests/cuda/single_op_plans.h"
+#include "tests/e2e/batched_check.h"
 #include "tests/e2e/golden_cases.h"
 #include "tests/test_support.h"
 
@@ -124,6 +126,21 @@ TEST_F(CudaGolden, SpeculativeGreedyWithDraftOrLookupIsTheGoldens) {
   const std::vector<testing::GoldenCase> cases = testing::GoldenCases("stories260K");
   EXPECT_EQ(cases.size(), 4u);
   testing::ExpectSpeculativeGreedyIsTheGoldens(*target_gpu, *draft_gpu, cases, "CUDA");
+}
+
+// 32 requests batched by the scheduler on the GPU (ragged steps, chunked
+// prefill, forced preemption) get the ids they get alone there.
+TEST_F(CudaGolden, ThirtyTwoConcurrentGreedyRequestsMatchTheirSoloRuns) {
+  std::unique_ptr<Program> program = Load("stories260K");
+  if (!program) GTEST_SKIP() << "no stories260K artifact";
+  BackendOptions solo_options, shared_options;
+  solo_options.num_pages = 16;
+  shared_options.num_pages = testing::kBatchedCheckPages;
+  absl::StatusOr<std::unique_ptr<Executor>> solo = CreateCudaExecutor(*program, solo_options);
+  ASSERT_TRUE(solo.ok()) << solo.status();
+  absl::StatusOr<std::unique_ptr<Executor>> shared = CreateCudaExecutor(*program, shared_options);
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  testing::ExpectBatchedGreedyEqualsSolo(*program, **solo, **shared);
 }
 
 // StepGreedy picks ids on the device: they equal the argmax (lowest id on
