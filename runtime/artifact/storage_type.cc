@@ -2,7 +2,6 @@
 
 #include <optional>
 #include <string>
-#include <variant>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
@@ -15,54 +14,20 @@ namespace {
 
 constexpr size_t kMaxRank = 8;
 
-struct Grouped {
-  GroupedKind kind;
-  int64_t group;
-};
-using Storage = std::variant<GgmlType, Grouped>;
-
-// "int4:g128" -> {kInt4, 128}. Digits only: no sign, no spaces, at most 9.
-// The group size itself is checked by GroupedRowBytes.
-std::optional<Grouped> ParseGrouped(std::string_view storage) {
-  GroupedKind kind;
-  if (storage.starts_with("int4:g")) {
-    kind = GroupedKind::kInt4;
-  } else if (storage.starts_with("int2:g")) {
-    kind = GroupedKind::kInt2;
-  } else {
-    return std::nullopt;
-  }
-  const std::string_view digits = storage.substr(6);
-  if (digits.empty() || digits.size() > 9) return std::nullopt;
-  int64_t group = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return std::nullopt;
-    group = group * 10 + (c - '0');
-  }
-  if (group < 8 || group % 8 != 0) return std::nullopt;
-  return Grouped{kind, group};
+uint64_t BlockElements(const StorageName& storage) {
+  if (storage.grouped) return static_cast<uint64_t>(storage.group);
+  return static_cast<uint64_t>(GetGgmlTypeInfo(storage.ggml).block_elems);
 }
 
-std::optional<Storage> ParseStorage(std::string_view storage) {
-  if (std::optional<Grouped> g = ParseGrouped(storage)) return *g;
-  if (std::optional<GgmlType> t = ParseGgmlType(storage)) return *t;
-  return std::nullopt;
-}
-
-uint64_t BlockElements(const Storage& storage) {
-  if (const auto* g = std::get_if<Grouped>(&storage)) return static_cast<uint64_t>(g->group);
-  return static_cast<uint64_t>(GetGgmlTypeInfo(std::get<GgmlType>(storage)).block_elems);
-}
-
-std::optional<uint64_t> RowBytes(const Storage& storage, uint64_t n) {
-  if (const auto* g = std::get_if<Grouped>(&storage)) return GroupedRowBytes(g->kind, g->group, n);
-  return GgmlRowBytes(std::get<GgmlType>(storage), n);
+std::optional<uint64_t> RowBytes(const StorageName& storage, uint64_t n) {
+  if (storage.grouped) return GroupedRowBytes(*storage.grouped, storage.group, n);
+  return GgmlRowBytes(storage.ggml, n);
 }
 
 }  // namespace
 
 absl::StatusOr<uint64_t> StorageBytes(std::string_view storage, std::span<const int64_t> shape) {
-  const std::optional<Storage> parsed = ParseStorage(storage);
+  const std::optional<StorageName> parsed = ParseStorageName(storage);
   if (!parsed) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "unknown storage type '%s' (a ggml type such as f32, f16, q8_0, q4_k, or int4:gN / int2:gN with N a "

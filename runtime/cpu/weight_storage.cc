@@ -1,7 +1,6 @@
 #include "runtime/cpu/weight_storage.h"
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -40,21 +39,17 @@ bool IsSupported(const WeightStorage& storage) {
 }
 
 absl::StatusOr<WeightStorage> ParseWeightStorage(std::string_view name) {
+  const std::optional<StorageName> parsed = ParseStorageName(name);
   const std::string lower = absl::AsciiStrToLower(std::string(name));
-  for (GroupedKind kind : {GroupedKind::kInt4, GroupedKind::kInt2}) {
-    const std::string prefix = absl::StrCat(std::string(GroupedKindName(kind)), ":g");
-    if (lower.rfind(prefix, 0) != 0) continue;
-    int64_t group = 0;
-    const std::string digits = lower.substr(prefix.size());
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
-        !absl::SimpleAtoi(digits, &group) || group < 8 || group % 8 != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("storage '%s': the group size must be a positive multiple of 8", name));
-    }
-    return WeightStorage::Grouped(kind, group);
+  if (!parsed && (lower.rfind("int4:", 0) == 0 || lower.rfind("int2:", 0) == 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("storage '%s': the group size must be a positive multiple of 8 (int4:gN, int2:gN)", name));
   }
-  const std::optional<GgmlType> type = ParseGgmlType(name);
-  if (type && IsSupported(WeightStorage::Ggml(*type))) return WeightStorage::Ggml(*type);
+  if (parsed) {
+    const WeightStorage storage =
+        parsed->grouped ? WeightStorage::Grouped(*parsed->grouped, parsed->group) : WeightStorage::Ggml(parsed->ggml);
+    if (IsSupported(storage)) return storage;
+  }
   return absl::InvalidArgumentError(absl::StrFormat(
       "storage '%s' is not one the CPU kernels read (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
       "q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, int4:gN, int2:gN)",

@@ -736,6 +736,32 @@ std::string_view GroupedKindName(GroupedKind kind) {
   return kind == GroupedKind::kInt4 ? "int4" : "int2";
 }
 
+std::optional<StorageName> ParseStorageName(std::string_view name) {
+  for (GroupedKind kind : {GroupedKind::kInt4, GroupedKind::kInt2}) {
+    const std::string_view prefix = kind == GroupedKind::kInt4 ? "int4:g" : "int2:g";
+    if (name.size() < prefix.size()) continue;
+    bool match = true;
+    for (size_t i = 0; i < prefix.size(); ++i) {
+      const char c = name[i];
+      match &= (c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) == prefix[i];
+    }
+    if (!match) continue;
+    // Digits only: no sign, no spaces, at most 9 of them.
+    const std::string_view digits = name.substr(prefix.size());
+    if (digits.empty() || digits.size() > 9) return std::nullopt;
+    int64_t group = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return std::nullopt;
+      group = group * 10 + (c - '0');
+    }
+    if (group < 8 || group % 8 != 0) return std::nullopt;
+    return StorageName{GgmlType::kF32, kind, group};
+  }
+  const std::optional<GgmlType> type = ParseGgmlType(name);
+  if (!type) return std::nullopt;
+  return StorageName{*type, std::nullopt, 0};
+}
+
 std::optional<uint64_t> GroupedRowBytes(GroupedKind kind, int64_t group, uint64_t n) {
   if (group < 8 || group % 8 != 0 || n % static_cast<uint64_t>(group) != 0) return std::nullopt;
   const uint64_t groups = n / static_cast<uint64_t>(group);

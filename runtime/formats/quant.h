@@ -35,6 +35,17 @@ enum class GroupedKind { kInt4, kInt2 };
 
 std::string_view GroupedKindName(GroupedKind kind);  // "int4", "int2"
 
+// A weight storage as plans and artifacts spell it: a ggml type name (case
+// ignored: "q4_k", "F16") or "int4:gN" / "int2:gN" with N a positive multiple
+// of 8 (at most 9 digits). ParseStorageName gives nullopt for anything else;
+// whether a backend reads the storage is the backend's question.
+struct StorageName {
+  GgmlType ggml = GgmlType::kF32;      // when `grouped` is empty
+  std::optional<GroupedKind> grouped;  // int4 / int2
+  int64_t group = 0;                   // elements per group when grouped
+};
+std::optional<StorageName> ParseStorageName(std::string_view name);
+
 // Bytes of `n` consecutive elements; nullopt when `group` is not a positive
 // multiple of 8 or `n` is not a whole number of groups.
 std::optional<uint64_t> GroupedRowBytes(GroupedKind kind, int64_t group, uint64_t n);

@@ -861,3 +861,28 @@ TEST(GroupedErrorTest, RejectsBadGroupsAndSizes) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(StorageName, GgmlTypesAndGroupedFormats) {
+  const std::optional<StorageName> q4k = ParseStorageName("Q4_K");
+  ASSERT_TRUE(q4k.has_value());
+  EXPECT_FALSE(q4k->grouped.has_value());
+  EXPECT_EQ(q4k->ggml, GgmlType::kQ4_K);
+  const std::optional<StorageName> int4 = ParseStorageName("INT4:g128");
+  ASSERT_TRUE(int4.has_value());
+  EXPECT_EQ(int4->grouped, GroupedKind::kInt4);
+  EXPECT_EQ(int4->group, 128);
+  const std::optional<StorageName> int2 = ParseStorageName("int2:g8");
+  ASSERT_TRUE(int2.has_value());
+  EXPECT_EQ(int2->grouped, GroupedKind::kInt2);
+  EXPECT_EQ(int2->group, 8);
+  for (const char* bad : {"", "q9_9", "int4", "int4:g", "int4:g12", "int4:g0", "int4:g-8", "int4:g 8", "int4:g+8",
+                          "int4:g1234567890", "int3:g32", "int4:128"}) {
+    EXPECT_FALSE(ParseStorageName(bad).has_value()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace kiln
