@@ -75,11 +75,12 @@ absl::StatusOr<std::string> WeightReaders(const KernelInstance& k) {
     if (!row_bytes) return InstanceError(k, absl::StrFormat("a row of %d is not whole blocks of %s", n, s->Name()));
     absl::StrAppendFormat(&out,
                           "#define WBUF w%d\n#define WBYTE wbyte%d\n#define WWORD wword%d\n#define WF16 wf16_%d\n"
+                          "#define WSCALEMINK wscalemink%d\n"
                           "#define WREAD wread%d\n#define WREAD4 wread4_%d\n"
                           "#define WSTORAGE %s\n#define WROW_BYTES %du\n#define WGROUP %du\n",
-                          slot, slot, slot, slot, slot, slot, *st, *row_bytes, s->grouped ? s->group : 0);
+                          slot, slot, slot, slot, slot, slot, slot, *st, *row_bytes, s->grouped ? s->group : 0);
     out += *reader;
-    out += "\n#undef WBUF\n#undef WBYTE\n#undef WWORD\n#undef WF16\n#undef WREAD\n#undef WREAD4\n#undef WSTORAGE\n"
+    out += "\n#undef WBUF\n#undef WBYTE\n#undef WWORD\n#undef WF16\n#undef WSCALEMINK\n#undef WREAD\n#undef WREAD4\n#undef WSTORAGE\n"
            "#undef WROW_BYTES\n#undef WGROUP\n";
   }
   return out;

@@ -1,6 +1,6 @@
 // Element decoder of one weight slot, instantiated once per slot that a
 // kernel reads. Codegen defines before including it:
-//   WBUF (w0..w2), WBYTE / WWORD / WF16 / WREAD / WREAD4 (this slot's
+//   WBUF (w0..w2), WBYTE / WWORD / WF16 / WSCALEMINK / WREAD / WREAD4 (this slot's
 //   function names),
 //   WSTORAGE (an ST_* of common.glsl), WROW_BYTES (bytes of one row, a uint
 //   literal), WGROUP (elements per group for int4 / int2).
@@ -18,6 +18,13 @@ uint WWORD(uint off) {
   return shift == 0u ? w : (w >> shift) | (WBUF[(off >> 2) + 1u] << (32u - shift));
 }
 float WF16(uint off) { return unpackHalf2x16(WBYTE(off) | (WBYTE(off + 1u) << 8)).x; }
+// The 6-bit scale and min of sub-block s (0..7) of a q4_K / q5_K block whose
+// 12 packed scale bytes start at byte t.
+uvec2 WSCALEMINK(uint t, uint s) {
+  if (s < 4u) return uvec2(WBYTE(t + s) & 63u, WBYTE(t + s + 4u) & 63u);
+  return uvec2((WBYTE(t + s + 4u) & 15u) | ((WBYTE(t + s - 4u) >> 6) << 4),
+               (WBYTE(t + s + 4u) >> 4) | ((WBYTE(t + s) >> 6) << 4));
+}
 
 
 float WREAD(uint row, uint e) {
@@ -77,14 +84,8 @@ float WREAD(uint row, uint e) {
   const uint b = base + (e / 256u) * 176u, qs_at = b + 48u;
 #endif
   const uint x = e % 256u, s = x / 32u, t = b + 4u;
-  uint sc, mn;
-  if (s < 4u) {
-    sc = WBYTE(t + s) & 63u;
-    mn = WBYTE(t + s + 4u) & 63u;
-  } else {
-    sc = (WBYTE(t + s + 4u) & 15u) | ((WBYTE(t + s - 4u) >> 6) << 4);
-    mn = (WBYTE(t + s + 4u) >> 4) | ((WBYTE(t + s) >> 6) << 4);
-  }
+  const uvec2 scale_min = WSCALEMINK(t, s);
+  const uint sc = scale_min.x, mn = scale_min.y;
   uint q = (WBYTE(qs_at + (x / 64u) * 32u + x % 32u) >> (4u * (s % 2u))) & 15u;
 #if WSTORAGE == ST_Q5_K
   q |= ((WBYTE(b + 16u + x % 32u) >> s) & 1u) << 4;
@@ -144,14 +145,8 @@ vec4 WREAD4(uint row, uint e) {
 #elif WSTORAGE == ST_Q4_K
   const uint b = base + (e / 256u) * 144u;
   const uint x = e % 256u, s = x / 32u, t = b + 4u;
-  uint sc, mn;
-  if (s < 4u) {
-    sc = WBYTE(t + s) & 63u;
-    mn = WBYTE(t + s + 4u) & 63u;
-  } else {
-    sc = (WBYTE(t + s + 4u) & 15u) | ((WBYTE(t + s - 4u) >> 6) << 4);
-    mn = (WBYTE(t + s + 4u) >> 4) | ((WBYTE(t + s) >> 6) << 4);
-  }
+  const uvec2 scale_min = WSCALEMINK(t, s);
+  const uint sc = scale_min.x, mn = scale_min.y;
   const vec4 q = byte_fields(WWORD(b + 16u + (x / 64u) * 32u + x % 32u), 4u * (s % 2u), 15u);
   return WF16(b) * float(sc) * q - WF16(b + 2u) * float(mn);
 #elif WSTORAGE == ST_Q6_K
