@@ -161,4 +161,45 @@ absl::Status VulkanDevice::RunOnce(const std::function<void(VkCommandBuffer)>& r
   return absl::OkStatus();
 }
 
+absl::Status VulkanDevice::CreateComputeLayouts(uint32_t buffers, uint32_t push_bytes,
+                                                VkDescriptorSetLayout* set_layout, VkPipelineLayout* layout) {
+  std::vector<VkDescriptorSetLayoutBinding> bindings(buffers);
+  for (uint32_t i = 0; i < buffers; ++i) {
+    bindings[i] = VkDescriptorSetLayoutBinding{i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT,
+                                               nullptr};
+  }
+  VkDescriptorSetLayoutCreateInfo lci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  lci.bindingCount = buffers;
+  lci.pBindings = bindings.data();
+  KILN_VK_CHECK(api_.vkCreateDescriptorSetLayout(device_, &lci, nullptr, set_layout), "vkCreateDescriptorSetLayout");
+  VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
+  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pli.setLayoutCount = 1;
+  pli.pSetLayouts = set_layout;
+  pli.pushConstantRangeCount = 1;
+  pli.pPushConstantRanges = &range;
+  KILN_VK_CHECK(api_.vkCreatePipelineLayout(device_, &pli, nullptr, layout), "vkCreatePipelineLayout");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VkPipeline> VulkanDevice::CreateComputePipeline(std::span<const uint32_t> words, const char* entry_point,
+                                                               VkPipelineLayout layout, const std::string& what) {
+  VkShaderModuleCreateInfo smci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  smci.codeSize = words.size() * 4;
+  smci.pCode = words.data();
+  VkShaderModule module;
+  KILN_VK_CHECK(api_.vkCreateShaderModule(device_, &smci, nullptr, &module), absl::StrCat("shader module ", what));
+  VkComputePipelineCreateInfo cpci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  cpci.stage = VkPipelineShaderStageCreateInfo{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  cpci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  cpci.stage.module = module;
+  cpci.stage.pName = entry_point;
+  cpci.layout = layout;
+  VkPipeline pipeline;
+  const VkResult r = api_.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cpci, nullptr, &pipeline);
+  api_.vkDestroyShaderModule(device_, module, nullptr);
+  KILN_VK_CHECK(r, absl::StrCat("pipeline ", what));
+  return pipeline;
+}
+
 }  // namespace kiln::vulkan

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -46,6 +47,13 @@ class VulkanDevice {
   void DestroyBuffer(Buffer& b);
   // Records with `record`, submits and waits for the queue to go idle.
   absl::Status RunOnce(const std::function<void(VkCommandBuffer)>& record);
+  // A descriptor-set layout of `buffers` storage buffers (bindings 0..) and a
+  // pipeline layout over it with `push_bytes` of push constants, for compute.
+  absl::Status CreateComputeLayouts(uint32_t buffers, uint32_t push_bytes, VkDescriptorSetLayout* set_layout,
+                                    VkPipelineLayout* layout);
+  // A compute pipeline from SPIR-V words; errors name `what`.
+  absl::StatusOr<VkPipeline> CreateComputePipeline(std::span<const uint32_t> words, const char* entry_point,
+                                                   VkPipelineLayout layout, const std::string& what);
 
   const VulkanApi& api() const { return api_; }
   VkDevice device() const { return device_; }

@@ -243,22 +243,9 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
 absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& modules) {
   std::map<std::string, const SpirvModule*> by_key;
   for (const SpirvModule& m : modules) by_key[m.Key()] = &m;
-  VkDescriptorSetLayoutBinding bindings[8];
-  for (uint32_t i = 0; i < 8; ++i) {
-    bindings[i] = VkDescriptorSetLayoutBinding{i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT,
-                                               nullptr};
+  if (absl::Status st = dev_.CreateComputeLayouts(8, sizeof(PushConstants), &set_layout_, &pipeline_layout_); !st.ok()) {
+    return st;
   }
-  VkDescriptorSetLayoutCreateInfo lci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-  lci.bindingCount = 8;
-  lci.pBindings = bindings;
-  KILN_VK_CHECK(dev_.api().vkCreateDescriptorSetLayout(dev_.device(), &lci, nullptr, &set_layout_), "vkCreateDescriptorSetLayout");
-  VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(PushConstants)};
-  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
-  pli.setLayoutCount = 1;
-  pli.pSetLayouts = &set_layout_;
-  pli.pushConstantRangeCount = 1;
-  pli.pPushConstantRanges = &range;
-  KILN_VK_CHECK(dev_.api().vkCreatePipelineLayout(dev_.device(), &pli, nullptr, &pipeline_layout_), "vkCreatePipelineLayout");
   // One pipeline per instance key, shared by every dispatch of that instance.
   auto pipeline_for = [&](const KernelInstance& k) -> absl::StatusOr<VkPipeline> {
     const std::string key = k.Key();
@@ -268,23 +255,11 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
       return absl::FailedPreconditionError(absl::StrCat(
           "vulkan: the artifact's kernels lack '", key, "' (compiled by another kiln version? recompile with --target vulkan)"));
     }
-    VkShaderModuleCreateInfo smci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-    smci.codeSize = m->second->words.size() * 4;
-    smci.pCode = m->second->words.data();
-    VkShaderModule module;
-    KILN_VK_CHECK(dev_.api().vkCreateShaderModule(dev_.device(), &smci, nullptr, &module), absl::StrCat("shader module '", key, "'"));
-    VkComputePipelineCreateInfo cpci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
-    cpci.stage = VkPipelineShaderStageCreateInfo{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
-    cpci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-    cpci.stage.module = module;
-    cpci.stage.pName = m->second->entry_point.c_str();
-    cpci.layout = pipeline_layout_;
-    VkPipeline pipeline;
-    const VkResult r = dev_.api().vkCreateComputePipelines(dev_.device(), VK_NULL_HANDLE, 1, &cpci, nullptr, &pipeline);
-    dev_.api().vkDestroyShaderModule(dev_.device(), module, nullptr);
-    KILN_VK_CHECK(r, absl::StrCat("pipeline '", key, "'"));
-    pipelines_[key] = pipeline;
-    return pipeline;
+    absl::StatusOr<VkPipeline> pipeline = dev_.CreateComputePipeline(
+        m->second->words, m->second->entry_point.c_str(), pipeline_layout_, absl::StrCat("'", key, "'"));
+    if (!pipeline.ok()) return pipeline.status();
+    pipelines_[key] = *pipeline;
+    return *pipeline;
   };
   for (Dispatch& d : dispatches_) {
     absl::StatusOr<VkPipeline> p = pipeline_for(d.planned.kernel);

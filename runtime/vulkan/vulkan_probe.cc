@@ -29,39 +29,10 @@ class CopyPipeline {
 
   absl::Status Create(const Buffer& src, const Buffer& dst) {
     const VulkanApi& api = dev_.api();
-    VkDescriptorSetLayoutBinding bindings[2] = {};
-    for (uint32_t i = 0; i < 2; ++i) {
-      bindings[i].binding = i;
-      bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      bindings[i].descriptorCount = 1;
-      bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
-    }
-    VkDescriptorSetLayoutCreateInfo lci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-    lci.bindingCount = 2;
-    lci.pBindings = bindings;
-    KILN_VK_CHECK(api.vkCreateDescriptorSetLayout(dev_.device(), &lci, nullptr, &set_layout_), "probe set layout");
-    VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(uint32_t)};
-    VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
-    pli.setLayoutCount = 1;
-    pli.pSetLayouts = &set_layout_;
-    pli.pushConstantRangeCount = 1;
-    pli.pPushConstantRanges = &range;
-    KILN_VK_CHECK(api.vkCreatePipelineLayout(dev_.device(), &pli, nullptr, &layout_), "probe pipeline layout");
-
-    VkShaderModuleCreateInfo smci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-    smci.codeSize = sizeof(kCopySpirv);
-    smci.pCode = kCopySpirv;
-    VkShaderModule module;
-    KILN_VK_CHECK(api.vkCreateShaderModule(dev_.device(), &smci, nullptr, &module), "probe shader module");
-    VkComputePipelineCreateInfo cpci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
-    cpci.stage = VkPipelineShaderStageCreateInfo{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
-    cpci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-    cpci.stage.module = module;
-    cpci.stage.pName = "main";
-    cpci.layout = layout_;
-    const VkResult r = api.vkCreateComputePipelines(dev_.device(), VK_NULL_HANDLE, 1, &cpci, nullptr, &pipeline_);
-    api.vkDestroyShaderModule(dev_.device(), module, nullptr);
-    KILN_VK_CHECK(r, "probe pipeline");
+    if (absl::Status s = dev_.CreateComputeLayouts(2, sizeof(uint32_t), &set_layout_, &layout_); !s.ok()) return s;
+    absl::StatusOr<VkPipeline> pipeline = dev_.CreateComputePipeline(kCopySpirv, "main", layout_, "of the probe");
+    if (!pipeline.ok()) return pipeline.status();
+    pipeline_ = *pipeline;
 
     VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 2};
     VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
