@@ -185,8 +185,9 @@ int RunBench(int argc, char** argv) {
   const std::string peers = ReadFile(peers_path);
   // The card's ceilings live in the CUDA peer's notes, beside the peers file.
   const size_t slash = peers_path.rfind('/');
-  const std::string card_notes =
-      ReadFile((slash == std::string::npos ? std::string() : peers_path.substr(0, slash + 1)) + "llama.cpp-h200.md");
+  const std::string card_path =
+      (slash == std::string::npos ? std::string() : peers_path.substr(0, slash + 1)) + "llama.cpp-h200.md";
+  const std::string card_notes = ReadFile(card_path);
   Ceilings ceilings;
   if (args.GetFlag("probe")) {
     absl::StatusOr<Ceilings> probed = ProbeCeilings(ex, options);
@@ -196,7 +197,7 @@ int RunBench(int argc, char** argv) {
   } else if (backend != "cpu" && !card_notes.empty() && absl::StrContains(ex.Describe(), "H200")) {
     ceilings.bytes_per_second = FindPeerFigure(card_notes, "device-to-device copy", "median", true).value_or(0) * 1e12;
     ceilings.flops_per_second = FindPeerFigure(card_notes, "bf16 GEMM", "median", true).value_or(0) * 1e12;
-    ceilings.what = "the H200's measured ceilings in ../shared/peers/llama.cpp-h200.md (use --probe to measure)";
+    ceilings.what = absl::StrCat("the H200's measured ceilings in ", card_path, " (use --probe to measure)");
   } else {
     ceilings.what = "none (use --probe to measure this machine's)";
   }
