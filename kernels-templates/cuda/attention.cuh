@@ -2,11 +2,10 @@
 // (rotated when the launch carries rope constants) and v rows into their
 // pages; attention_kernel<kD> then runs causal grouped-query attention for
 // every (token, query head, context slice). A block of kAttnWarps warps
-// serves one slice; the warps take 32-position tiles of it in turn, each
-// lane scoring one position (a head_dim-long dot of 16-byte loads, all in
-// flight) and then, for each position of the tile, accumulating its share of
-// the V row (4 dims per lane, coalesced). Warps keep online-softmax states
-// that the block merges. With one slice the block writes the output; with
+// serves one slice; the warps take kAttnPositions positions of it at a time,
+// loading their K and V rows together (each lane a 32-strided share of the
+// dims, so every row is read coalesced), scoring them with warp sums and
+// folding them into per-warp online-softmax states that the block merges. With one slice the block writes the output; with
 // several (decode: few tokens, long contexts) each writes a partial state
 // and attention_combine_kernel<kD> merges them.
 #pragma once
@@ -16,8 +15,11 @@
 namespace kiln {
 
 constexpr int kAttnWarps = 4;
-// The smallest context slice a block takes (a tile per warp).
-constexpr int kMinSlice = 32 * kAttnWarps;
+// Positions a warp takes at a time: their K and V rows are loaded together
+// (all in flight), then scored and folded into the warp's softmax state.
+constexpr int kAttnPositions = 4;
+// The smallest context slice a block takes (two steps per warp).
+constexpr int kMinSlice = 2 * kAttnPositions * kAttnWarps;
 
 __device__ __forceinline__ const float* PoolRow(const PagePoolView& pool, int layer, int v_half, int page, int slot) {
   const long long row = static_cast<long long>(pool.kv_heads) * pool.head_dim;
@@ -31,9 +33,9 @@ __device__ __forceinline__ int SliceOf(int n, int splits) {
   return max(kMinSlice, (even + 31) / 32 * 32);
 }
 
-// One block per token.
+// grid (bucket tokens, kv_heads): one block per token and KV head.
 __global__ void __launch_bounds__(128) kv_append_kernel(AttentionParams p) {
-  const int t = blockIdx.x;
+  const int t = blockIdx.x, kvh = blockIdx.y;
   const StepCounts counts = *p.counts;
   if (t >= counts.tokens) return;
   const int s = SequenceOf(p.query_starts, counts.seqs, t);
@@ -43,40 +45,15 @@ __global__ void __launch_bounds__(128) kv_append_kernel(AttentionParams p) {
   const int hd = p.pool.head_dim, width = p.pool.kv_heads * hd;
   float* krow = const_cast<float*>(PoolRow(p.pool, p.layer, 0, page, slot));
   float* vrow = const_cast<float*>(PoolRow(p.pool, p.layer, 1, page, slot));
-  const float* k = p.k + static_cast<long long>(t) * width;
-  const float* v = p.v + static_cast<long long>(t) * width;
-  for (int i = threadIdx.x; i < width; i += blockDim.x) {
-    krow[i] = p.use_rope ? RopeElement(p.rope, k + (i / hd) * hd, i % hd, pos) : k[i];
-    vrow[i] = v[i];
+  const float* k = p.k + static_cast<long long>(t) * width + kvh * hd;
+  const float* v = p.v + static_cast<long long>(t) * width + kvh * hd;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    const float kd = p.use_rope ? RopeElement(p.rope, k, d, pos) : k[d];
+    const float vd = v[d];
+    krow[kvh * hd + d] = kd;
+    vrow[kvh * hd + d] = vd;
   }
 }
-
-// q · k over kD dims: 16-byte loads where kD allows.
-template <int kD>
-__device__ __forceinline__ float HeadDot(const float* q, const float* k) {
-  float dot = 0.0f;
-  if constexpr (kD % 4 == 0) {
-#pragma unroll
-    for (int d = 0; d < kD; d += 4) {
-      const float4 kv = *reinterpret_cast<const float4*>(k + d);
-      const float4 qv = *reinterpret_cast<const float4*>(q + d);
-      dot = fmaf(qv.x, kv.x, dot);
-      dot = fmaf(qv.y, kv.y, dot);
-      dot = fmaf(qv.z, kv.z, dot);
-      dot = fmaf(qv.w, kv.w, dot);
-    }
-  } else {
-#pragma unroll
-    for (int d = 0; d < kD; ++d) dot = fmaf(q[d], k[d], dot);
-  }
-  return dot;
-}
-
-// Dims of the V row a lane accumulates: 4 * lane + 128 * i.
-template <int kD>
-struct LaneDims {
-  static constexpr int kGroups = (kD + 127) / 128;
-};
 
 // grid (bucket tokens, num_heads, splits), kAttnWarps warps.
 template <int kD>
@@ -96,63 +73,70 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   const int* table = p.block_tables + static_cast<long long>(s) * p.pages_stride;
   const int page_size = p.pool.page_size;
 
-  __shared__ __align__(16) float q[kD];
+  __shared__ float q[kD];
   __shared__ float warp_m[kAttnWarps], warp_l[kAttnWarps];
-  __shared__ __align__(16) float warp_o[kAttnWarps][kD];
+  __shared__ float warp_o[kAttnWarps][kD];
   const float* qsrc = p.q + (static_cast<long long>(t) * p.num_heads + h) * kD;
   for (int d = threadIdx.x; d < kD; d += blockDim.x) {
     q[d] = (p.use_rope ? RopeElement(p.rope, qsrc, d, pos) : qsrc[d]) * p.scale;
   }
   __syncthreads();
 
-  constexpr int kGroups = LaneDims<kD>::kGroups;
-  float4 o[kGroups];
+  // Lane owns dims lane + 32 g: every row is read coalesced, 128 bytes per g.
+  constexpr int kGroups = (kD + 31) / 32;
+  float qr[kGroups], o[kGroups];
 #pragma unroll
-  for (int g = 0; g < kGroups; ++g) o[g] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int g = 0; g < kGroups; ++g) {
+    const int d = lane + 32 * g;
+    qr[g] = d < kD ? q[d] : 0.0f;
+    o[g] = 0.0f;
+  }
   float m = -__int_as_float(0x7f800000), l = 0.0f;
-  for (int j0 = begin + warp * 32; j0 < end; j0 += 32 * kAttnWarps) {
-    const int j = j0 + lane;
-    float score = -__int_as_float(0x7f800000);
-    const float* vrow = nullptr;
-    if (j < end) {
-      const int page = table[j / page_size], slot = j % page_size;
-      score = HeadDot<kD>(q, PoolRow(p.pool, p.layer, 0, page, slot) + kv_head * kD);
-      vrow = PoolRow(p.pool, p.layer, 1, page, slot) + kv_head * kD;
-    }
-    const float m_new = fmaxf(m, WarpMax(score));
-    const float e = j < end ? expf(score - m_new) : 0.0f;
-    const float correction = expf(m - m_new);
-    l = l * correction + WarpSum(e);
+  for (int j0 = begin + kAttnPositions * warp; j0 < end; j0 += kAttnPositions * kAttnWarps) {
+    float kr[kAttnPositions][kGroups], vr[kAttnPositions][kGroups];
 #pragma unroll
-    for (int g = 0; g < kGroups; ++g) {
-      o[g].x *= correction;
-      o[g].y *= correction;
-      o[g].z *= correction;
-      o[g].w *= correction;
-    }
-    m = m_new;
-    const int valid = min(32, end - j0);
-    for (int jj = 0; jj < valid; ++jj) {
-      const float pj = __shfl_sync(0xffffffffu, e, jj);
-      const float* vj = reinterpret_cast<const float*>(
-          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(vrow), jj));
+    for (int u = 0; u < kAttnPositions; ++u) {
+      const int j = min(j0 + u, end - 1);  // past the end: a copy of the last row, weighted 0 below
+      const int page = table[j / page_size], slot = j % page_size;
+      const float* krow = PoolRow(p.pool, p.layer, 0, page, slot) + kv_head * kD;
+      const float* vrow = PoolRow(p.pool, p.layer, 1, page, slot) + kv_head * kD;
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
-        const int d = 4 * lane + 128 * g;
-        if (d < kD) {
-          if constexpr (kD % 4 == 0) {
-            const float4 v = *reinterpret_cast<const float4*>(vj + d);
-            o[g].x = fmaf(pj, v.x, o[g].x);
-            o[g].y = fmaf(pj, v.y, o[g].y);
-            o[g].z = fmaf(pj, v.z, o[g].z);
-            o[g].w = fmaf(pj, v.w, o[g].w);
-          } else {
-            float* og = &o[g].x;
-            for (int i = 0; i < 4 && d + i < kD; ++i) og[i] = fmaf(pj, vj[d + i], og[i]);
-          }
-        }
+        const int d = lane + 32 * g;
+        kr[u][g] = d < kD ? krow[d] : 0.0f;
+        vr[u][g] = d < kD ? vrow[d] : 0.0f;
       }
     }
+    float score[kAttnPositions];
+#pragma unroll
+    for (int u = 0; u < kAttnPositions; ++u) {
+      float dot = 0.0f;
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) dot = fmaf(qr[g], kr[u][g], dot);
+      score[u] = WarpSum(dot);
+    }
+    float m_new = m;
+#pragma unroll
+    for (int u = 0; u < kAttnPositions; ++u) {
+      if (j0 + u < end) m_new = fmaxf(m_new, score[u]);
+    }
+    const float correction = expf(m - m_new);
+    float e[kAttnPositions];
+    float sum = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kAttnPositions; ++u) {
+      e[u] = j0 + u < end ? expf(score[u] - m_new) : 0.0f;
+      sum += e[u];
+    }
+    l = l * correction + sum;
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      float acc = o[g] * correction;
+#pragma unroll
+      for (int u = 0; u < kAttnPositions; ++u) acc = fmaf(e[u], vr[u][g], acc);
+      o[g] = acc;
+    }
+    m = m_new;
   }
   if (lane == 0) {
     warp_m[warp] = m;
@@ -160,11 +144,8 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   }
 #pragma unroll
   for (int g = 0; g < kGroups; ++g) {
-    const float* og = &o[g].x;
-    for (int i = 0; i < 4; ++i) {
-      const int d = 4 * lane + 128 * g + i;
-      if (d < kD) warp_o[warp][d] = og[i];
-    }
+    const int d = lane + 32 * g;
+    if (d < kD) warp_o[warp][d] = o[g];
   }
   __syncthreads();
   float m_all = -__int_as_float(0x7f800000);

@@ -1,5 +1,5 @@
 // Small device helpers every kernel template uses: warp reductions, 8-float
-// loads, SiLU, rotary angles and the sequence of a token.
+// loads, SiLU, rotary embedding and the sequence of a token.
 #pragma once
 
 #include "kernel_abi.h"
@@ -38,12 +38,11 @@ __device__ __forceinline__ void LoadFloat8(const float* p, float* y) {
 // x / (1 + e^-x), as the CPU backend computes it (no fast-math exp).
 __device__ __forceinline__ float Silu(float x) { return x / (1.0f + expf(-x)); }
 
-// cos and sin of pair i's angle at position pos, in double as the CPU does.
+// cos and sin of pair i's angle at position pos (the runtime's table).
 __device__ __forceinline__ void RopeAngle(const RopeConstants& r, int pos, int i, float* c, float* s) {
-  const double freq = pow(r.theta, -2.0 * static_cast<double>(i) / static_cast<double>(r.dims));
-  const double angle = (static_cast<double>(pos) / r.linear_factor) * freq;
-  *c = static_cast<float>(cos(angle));
-  *s = static_cast<float>(sin(angle));
+  const float2 cs = reinterpret_cast<const float2*>(r.table)[static_cast<long long>(pos) * (r.dims / 2) + i];
+  *c = cs.x;
+  *s = cs.y;
 }
 
 // Element d of one head vector `x` after rotary embedding at position pos.

@@ -4,6 +4,13 @@
 // without any CUDA or standard headers.
 #pragma once
 
+// Geometry helpers both the kernels and the runtime evaluate.
+#ifdef __CUDACC__
+#define KILN_ABI_FN __host__ __device__ constexpr
+#else
+#define KILN_ABI_FN constexpr
+#endif
+
 namespace kiln::cuda_abi {
 
 // Dynamic step counts, written to the device with the step's inputs: the
@@ -22,13 +29,23 @@ enum Epilogue : int { kEpilogueNone = 0, kEpilogueSiluMul = 1, kEpilogueResidual
 // Up to this many weights share one matmul launch (q, k, v).
 constexpr int kMaxFusedWeights = 3;
 
-// Geometry of matmul_kernel: the decode variant (one token) runs
-// kDecodeWarps warps per block, each computing kDecodeRowsPerWarp outputs
-// for quantised storages (the activation chunk in registers serves them all;
-// plain f32/f16/bf16 rows, cheap to decode, take one output per warp and
-// keep more warps in flight); the tiled variant runs kTiledWarps warps of one
-// output each. Launches size their grids from these.
-constexpr int kDecodeWarps = 4, kDecodeRowsPerWarp = 2, kTiledWarps = 8;
+// Geometry of matmul_kernel: kMatmulWarps warps per block, each walking a
+// few weight rows (decode: the storage's lane kRows, MatmulRowsPerWarp on
+// the host; tiles of kTile tokens: kMatmulTiledRowsPerWarp). The block stages its tokens'
+// normalised activations in shared memory, a chunk of K at a time: padded
+// rows (4 floats after every 32) followed by one sum per 16 elements.
+// Chunks are the whole of K where that fits the budget, else a multiple of
+// 2048 elements (whole blocks and lane steps of every storage).
+constexpr int kMatmulWarps = 8, kMatmulTiledRowsPerWarp = 2;
+constexpr int kMatmulSmemBudgetFloats = 20480;
+KILN_ABI_FN int MatmulPaddedLen(int len) { return (len + 3) / 4 * 4 + 4 * ((len + 31) / 32); }
+KILN_ABI_FN int MatmulSumsLen(int len) { return len / 16 + 4; }
+KILN_ABI_FN int MatmulSmemFloats(int chunk, int tile) { return tile * (MatmulPaddedLen(chunk) + MatmulSumsLen(chunk)); }
+KILN_ABI_FN int MatmulChunk(int k, int tile) {
+  return MatmulSmemFloats(k, tile) <= kMatmulSmemBudgetFloats
+             ? k
+             : (kMatmulSmemBudgetFloats / tile / 2560 > 0 ? kMatmulSmemBudgetFloats / tile / 2560 : 1) * 2048;
+}
 
 // The tensor-core matmul reads its activations as f16, written (normalised
 // when the launch has a norm prologue) by activations_f16_kernel once per
@@ -58,6 +75,7 @@ struct MatmulParams {
   long long row_bytes;    // bytes of one weight row
   const float* residual;  // [rows, n] for residual_add
   const unsigned short* x_f16;  // tensor-core kernel: x (normalised) as f16, [rows, k]
+  int chunk;              // matmul_kernel: MatmulChunk(k, tile) elements of K staged at a time
 };
 
 // One-operand and two-operand element-wise ops over rows of `width`.
@@ -113,10 +131,11 @@ struct ArgmaxParams {
 
 // Rotary embedding constants (the plan's rope_* constants).
 struct RopeConstants {
-  double theta;
-  double linear_factor;
   int dims;
   int half_style;  // 0: pairs (2i, 2i+1); 1: pairs (i, i + dims / 2)
+  // [position][dims / 2][cos, sin] for every position the pool holds,
+  // computed by the runtime in double exactly as the CPU backend does.
+  const float* table;
 };
 
 struct RopeParams {

@@ -1,17 +1,16 @@
 // Weight-times-activation: y[t, n] = epilogue(sum_k norm(x)[t, k] W[n, k])
-// for every storage, on CUDA cores with f32 operands. Lanes walk the weight
-// rows kLane elements (one decoder call) at a time, so each weight byte is
-// read once per token tile and decoded once. kTile 1 is the decode GEMV:
-// for quantised storages each warp computes kDecodeRowsPerWarp outputs, so
-// the activation chunk a lane loads (and normalises) serves several rows,
-// and a storage's wide decoder (32 elements, 16-byte loads) is used. kTile > 1 serves small
-// prefill buckets: one output per warp, the decoded chunk serving kTile
-// tokens. The optional RMS-norm prologue computes each token's 1/rms in the
-// block first.
+// for every storage, on CUDA cores with f32 activations. kTile 1 is the
+// decode GEMV; larger tiles serve small buckets (verification, batched
+// decode), the weights read once per tile of tokens. Each block stages its
+// tokens' activations in shared memory once, RMS-normalised when the launch
+// has the norm prologue (1/rms over the whole row first), a chunk of K at a
+// time; its warps then walk kRows weight rows each, a storage lane step
+// (matmul_lanes.cuh) per iteration, the next step's loads of all rows issued
+// before the current step's arithmetic (the first step's before staging).
 #pragma once
 
 #include "common.cuh"
-#include "storage.cuh"
+#include "matmul_lanes.cuh"
 
 namespace kiln {
 
@@ -22,38 +21,116 @@ __device__ __forceinline__ T Pick(const T (&a)[kMaxFusedWeights], int i) {
   return i == 0 ? a[0] : i == 1 ? a[1] : a[2];
 }
 
+// Four activation floats at x[i..i+3] of a row of `len` (zeros past it),
+// normalised when gamma is given.
+__device__ __forceinline__ void LoadActivations4(const float* x, const float* gamma, float inv_rms, int i, int len,
+                                                 float (&v)[4]) {
+  if (i + 4 <= len && (reinterpret_cast<unsigned long long>(x + i) & 15) == 0) {
+    const float4 a = *reinterpret_cast<const float4*>(x + i);
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = i + j < len ? x[i + j] : 0.0f;
+  }
+  if (gamma != nullptr) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (i + j < len) v[j] = __fmul_rn(__fmul_rn(v[j], inv_rms), gamma[i + j]);
+    }
+  }
+}
+
+// Requests the raw weights of one lane step (element e) of this warp's rows.
+template <class Lane, int kRows, int kParts>
+__device__ __forceinline__ void LoadStep(const unsigned char* const (&weight_rows)[kRows][kParts], int e,
+                                         typename Lane::Raw (&raw)[kRows][kParts]) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int w = 0; w < kParts; ++w) raw[r][w] = Lane::Load(weight_rows[r][w], e);
+}
+
+// The whole lane steps of one staged chunk [c0, c0 + len) for this warp's
+// rows; returns where they end (the rest is the caller's element tail). The
+// next step's weights are requested before the current step's arithmetic,
+// so each lane keeps a step in flight; `cur` holds the first step already
+// when `loaded` (requested before the chunk was staged).
+template <class Lane, int kRows, int kParts, int kTile>
+__device__ __forceinline__ int WalkChunk(const unsigned char* const (&weight_rows)[kRows][kParts], int c0, int len,
+                                         int lane, const float* xs, int xstride, const float* sums, int sstride,
+                                         float (&acc)[kRows][kParts][kTile], typename Lane::Raw (&cur)[kRows][kParts],
+                                         bool loaded) {
+  const int full = len / Lane::kLane * Lane::kLane;
+  int e = lane * Lane::kLane;
+  if (e >= full) return full;
+  if (!loaded) LoadStep<Lane>(weight_rows, c0 + e, cur);
+  for (;;) {
+    const int next_e = e + 32 * Lane::kLane;
+    const bool more = next_e < full;
+    // Tiles are bound by arithmetic and need the registers for their sums:
+    // they load a step when they reach it.
+    constexpr bool kPipelined = kTile == 1;
+    typename Lane::Raw next[kRows][kParts];
+    if (kPipelined && more) LoadStep<Lane>(weight_rows, c0 + next_e, next);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int w = 0; w < kParts; ++w) Lane::template Dot<kTile>(cur[r][w], e, xs, xstride, sums, sstride, acc[r][w]);
+    if (!more) break;
+    if constexpr (kPipelined) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int w = 0; w < kParts; ++w) cur[r][w] = next[r][w];
+    } else {
+      LoadStep<Lane>(weight_rows, c0 + next_e, cur);
+    }
+    e = next_e;
+  }
+  return full;
+}
+
+// Rows and occupancy of one matmul_kernel instantiation. Output rows per
+// warp: silu_mul's rows are two weight rows (gate, up). Decode keeps two
+// steps of raw weights per weight row in registers; three blocks per SM fit
+// unless those are many (q8_0's gate and up).
+template <class S, int kEpilogue, int kTile>
+struct MatmulShape {
+  using Lane = typename LaneOf<S>::type;
+  static constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
+  static constexpr int kWeightRows = kTile == 1 ? Lane::kRows : kMatmulTiledRowsPerWarp;
+  static constexpr int kRows = kWeightRows / kParts > 0 ? kWeightRows / kParts : 1;
+  static constexpr int kRawRegisters = static_cast<int>(sizeof(typename Lane::Raw) / 4) * kRows * kParts * 2;
+  static constexpr int kMinBlocks = kTile > 1 ? 1 : kRawRegisters > 48 ? 2 : 3;
+};
+
 template <class S, int kEpilogue, bool kNorm, int kTile>
-__global__ void __launch_bounds__(32 * (kTile == 1 ? kDecodeWarps : kTiledWarps)) matmul_kernel(MatmulParams p) {
-  constexpr int kWarps = kTile == 1 ? kDecodeWarps : kTiledWarps;
-  constexpr int kRows = kTile == 1 && !S::kPlain ? kDecodeRowsPerWarp : 1;
-  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+__global__ void __launch_bounds__(32 * kMatmulWarps, (MatmulShape<S, kEpilogue, kTile>::kMinBlocks))
+    matmul_kernel(MatmulParams p) {
+  using Shape = MatmulShape<S, kEpilogue, kTile>;
+  using Lane = typename Shape::Lane;
+  constexpr int kParts = Shape::kParts;
+  constexpr int kRows = Shape::kRows;
+  constexpr int kThreads = 32 * kMatmulWarps;
+  extern __shared__ float4 staged4[];
+  float* xs = reinterpret_cast<float*>(staged4);
+  __shared__ float inv_rms[kTile];
+  __shared__ double partial[kMatmulWarps][kTile];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int rows = *p.rows;
   const int t0 = blockIdx.y * kTile;
   if (t0 >= rows) return;
   const int tiles = min(kTile, rows - t0);
-  __shared__ float inv_rms[kTile];
-  if constexpr (kNorm) {
-    for (int t = warp; t < tiles; t += kWarps) {
-      const float* xr = p.x + static_cast<long long>(t0 + t) * p.k;
-      double sum = 0;
-      for (int i = lane; i < p.k; i += 32) sum += static_cast<double>(xr[i]) * xr[i];
-      sum = WarpSumDouble(sum);
-      if (lane == 0) inv_rms[t] = static_cast<float>(1.0 / sqrt(sum / static_cast<double>(p.k) + p.eps));
-    }
-    __syncthreads();
-  }
-  const int first = (blockIdx.x * kWarps + warp) * kRows;
-  if (first >= p.total_n) return;
-  // Per row of this warp: its weight (q, k or v of a fused launch), its row
-  // there, and its weight rows (gate and up for silu_mul).
+
+  // This warp's rows: per row its weight (q, k or v of a fused launch), its
+  // row there, and its weight rows (gate and up for silu_mul).
+  const int first = (blockIdx.x * kMatmulWarps + warp) * kRows;
+  const bool active = first < p.total_n;
   int out_weight[kRows], out_row[kRows];
-  bool valid[kRows];
   const unsigned char* weight_rows[kRows][kParts];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     int n = min(first + r, p.total_n - 1), wi = 0;
-    valid[r] = first + r < p.total_n;
     if constexpr (kEpilogue == kEpilogueNone) {
       if (p.num_weights > 1 && n >= p.n[0]) {
         n -= p.n[0];
@@ -77,61 +154,93 @@ __global__ void __launch_bounds__(32 * (kTile == 1 ? kDecodeWarps : kTiledWarps)
 #pragma unroll
       for (int t = 0; t < kTile; ++t) acc[r][w][t] = 0.0f;
 
-  // Elements per lane step: a storage's wide decoder for decode, 8 when a
-  // tile of tokens needs registers for its activations.
-  constexpr int kLane = kTile == 1 ? S::kLaneElems : 8;
-  const int chunks = p.k / kLane;
-  // Two 8-element steps in flight per lane; a wide step is enough on its own.
-#pragma unroll(kLane == 8 ? 2 : 1)
-  for (int c = lane; c < chunks; c += 32) {
-    const int e = c * kLane;
-    float xv[kTile][kLane];
+  // The first step's weights, requested before the activations are staged
+  // so that their latency and the staging overlap.
+  const bool lane_fits = Lane::Fits(p.k);
+  typename Lane::Raw first_step[kRows][kParts];
+  if (active && lane_fits && lane * Lane::kLane < min(p.chunk, p.k) / Lane::kLane * Lane::kLane) {
+    LoadStep<Lane>(weight_rows, lane * Lane::kLane, first_step);
+  }
+
+  if constexpr (kNorm) {
+    double sq[kTile];
 #pragma unroll
     for (int t = 0; t < kTile; ++t) {
+      sq[t] = 0.0;
       if (t < tiles) {
-#pragma unroll
-        for (int i = 0; i < kLane; i += 8) LoadFloat8(p.x + static_cast<long long>(t0 + t) * p.k + e + i, xv[t] + i);
-        if constexpr (kNorm) {
-#pragma unroll
-          for (int i0 = 0; i0 < kLane; i0 += 8) {
-            float g[8];
-            LoadFloat8(p.gamma + e + i0, g);
-#pragma unroll
-            for (int i = 0; i < 8; ++i) xv[t][i0 + i] = __fmul_rn(__fmul_rn(xv[t][i0 + i], inv_rms[t]), g[i]);
-          }
-        }
+        const float* xr = p.x + static_cast<long long>(t0 + t) * p.k;
+        for (int i = tid; i < p.k; i += kThreads) sq[t] += static_cast<double>(xr[i]) * xr[i];
       }
+      sq[t] = WarpSumDouble(sq[t]);
+      if (lane == 0) partial[warp][t] = sq[t];
     }
+    __syncthreads();
+    if (tid < kTile) {
+      double sum = 0.0;
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-      for (int w = 0; w < kParts; ++w) {
-        float wv[kLane];
-        DecodeLane<S, kLane>(weight_rows[r][w] + (e / S::kBlockElems) * S::kBlockBytes, e % S::kBlockElems, wv);
-#pragma unroll
-        for (int t = 0; t < kTile; ++t) {
-          if (t < tiles) {
-#pragma unroll
-            for (int i = 0; i < kLane; ++i) acc[r][w][t] = fmaf(wv[i], xv[t][i], acc[r][w][t]);
-          }
-        }
-      }
+      for (int w = 0; w < kMatmulWarps; ++w) sum += partial[w][tid];
+      inv_rms[tid] = static_cast<float>(1.0 / sqrt(sum / static_cast<double>(p.k) + p.eps));
     }
   }
-  // Tail of a plain-typed row whose length is not a multiple of kLane.
-  for (int e = chunks * kLane + lane; e < p.k; e += 32) {
+
+  const int xstride = MatmulPaddedLen(p.chunk), sstride = MatmulSumsLen(p.chunk);
+  float* sums = xs + kTile * xstride;
+  for (int c0 = 0; c0 < p.k; c0 += p.chunk) {
+    const int len = min(p.chunk, p.k - c0);
+    __syncthreads();  // the previous chunk's readers are done; 1/rms is ready
+    // Stage: each thread four consecutive elements per token; groups of
+    // four threads add up one 16-element sum.
 #pragma unroll
     for (int t = 0; t < kTile; ++t) {
-      if (t < tiles) {
-        float x = p.x[static_cast<long long>(t0 + t) * p.k + e];
-        if constexpr (kNorm) x = __fmul_rn(__fmul_rn(x, inv_rms[t]), p.gamma[e]);
+      if (t >= tiles) break;
+      const float* xr = p.x + static_cast<long long>(t0 + t) * p.k + c0;
+      const float* g = kNorm ? p.gamma + c0 : nullptr;
+      for (int base = 0; base < len; base += 4 * kThreads) {
+        const int i = base + 4 * tid;
+        float v[4];
+        LoadActivations4(xr, g, kNorm ? inv_rms[t] : 1.0f, i, len, v);
+        float* dst = xs + t * xstride;
+        if (i + 4 <= len) {
+          *reinterpret_cast<float4*>(dst + StagedIndex<Lane::kQ4KOrder>(i)) = make_float4(v[0], v[1], v[2], v[3]);
+        } else {
 #pragma unroll
-        for (int r = 0; r < kRows; ++r)
-#pragma unroll
-          for (int w = 0; w < kParts; ++w) acc[r][w][t] = fmaf(DecodeElement<S>(weight_rows[r][w], e), x, acc[r][w][t]);
+          for (int j = 0; j < 4; ++j) {
+            if (i + j < len) dst[StagedIndex<Lane::kQ4KOrder>(i + j)] = v[j];
+          }
+        }
+        float s = (v[0] + v[1]) + (v[2] + v[3]);
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        if ((tid & 3) == 0 && i < len) sums[t * sstride + i / 16] = s;
       }
     }
+    __syncthreads();
+    if (!active) continue;
+    int full;
+    if (lane_fits) {
+      full = WalkChunk<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, xs, xstride, sums, sstride, acc,
+                                                   first_step, c0 == 0);
+    } else {
+      using Fallback = LaneDecode8<S, Lane::kQ4KOrder>;
+      typename Fallback::Raw raw[kRows][kParts];
+      full = WalkChunk<Fallback, kRows, kParts, kTile>(weight_rows, c0, len, lane, xs, xstride, sums, sstride, acc, raw,
+                                                       false);
+    }
+    // Elements past the last whole lane step (rows of plain types of odd
+    // length, a single trailing q8_0 block).
+    for (int e = full + lane; e < len; e += 32) {
+      const int at = StagedIndex<Lane::kQ4KOrder>(e);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int w = 0; w < kParts; ++w) {
+          const float wv = DecodeElement<S>(weight_rows[r][w], c0 + e);
+#pragma unroll
+          for (int t = 0; t < kTile; ++t) acc[r][w][t] = fmaf(wv, xs[t * xstride + at], acc[r][w][t]);
+        }
+    }
   }
+  if (!active) return;
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
@@ -141,7 +250,7 @@ __global__ void __launch_bounds__(32 * (kTile == 1 ? kDecodeWarps : kTiledWarps)
   if (lane != 0) return;
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    if (!valid[r]) continue;
+    if (first + r >= p.total_n) continue;
     const int width = Pick(p.n, out_weight[r]);
     float* y = Pick(p.y, out_weight[r]);
 #pragma unroll

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -30,5 +31,10 @@ struct RopeParams {
 // linear_factor not positive.
 absl::Status Rope(float* x, int64_t tokens, int64_t num_heads, int64_t head_dim,
                   const int32_t* positions, const RopeParams& params);
+
+// The cosines and sines Rope uses, for positions 0..positions-1:
+// [position][pair][cos, sin] (GPU backends look them up instead of
+// evaluating double-precision transcendentals per element).
+std::vector<float> RopeTable(const RopeParams& params, int64_t positions);
 
 }  // namespace kiln::cpu

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels-templates/cuda/kernel_abi.h"
+#include "runtime/cpu/rope.h"
 #include "runtime/cpu/weight_storage.h"
 #include "runtime/cuda/cuda_bundle.h"
 #include "runtime/cuda/cuda_driver.h"
@@ -25,6 +27,38 @@ uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 absl::Status LaunchError(const PlanLaunch& l, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("launch '", l.kernel, "': ", what));
 }
+
+// The rotary embedding of a launch with rope_* constants.
+absl::StatusOr<cpu::RopeParams> RopeParamsOf(const PlanLaunch& l) {
+  absl::StatusOr<double> theta = l.Float("rope_theta");
+  absl::StatusOr<int64_t> dims = l.Int("rope_dims");
+  absl::StatusOr<std::string> style = l.String("rope_style");
+  if (!theta.ok()) return theta.status();
+  if (!dims.ok()) return dims.status();
+  if (!style.ok()) return style.status();
+  if (*style != "interleaved" && *style != "half") return LaunchError(l, "unknown rope style " + *style);
+  if (!(*theta > 0) || *dims <= 0 || *dims % 2 != 0) return LaunchError(l, "rope needs theta > 0 and even dims > 0");
+  cpu::RopeParams r;
+  r.theta = *theta;
+  r.dims = *dims;
+  r.style = *style == "half" ? cpu::RopeStyle::kHalf : cpu::RopeStyle::kInterleaved;
+  if (l.constants.Find("rope_scaling")) {
+    absl::StatusOr<std::string> scaling = l.String("rope_scaling");
+    if (!scaling.ok()) return scaling.status();
+    if (*scaling != "none" && *scaling != "linear") return LaunchError(l, "rope scaling '" + *scaling + "' is not implemented");
+    if (*scaling == "linear") {
+      absl::StatusOr<double> factor = l.Float("rope_factor");
+      if (!factor.ok()) return factor.status();
+      if (!(*factor > 0)) return LaunchError(l, "rope_factor must be positive");
+      r.linear_factor = *factor;
+    }
+  }
+  return r;
+}
+
+// What a rope table depends on (not the pair style: the angles are the same).
+using RopeTableKey = std::tuple<double, double, int64_t>;
+RopeTableKey RopeKey(const cpu::RopeParams& r) { return {r.theta, r.linear_factor, r.dims}; }
 
 // Where the step inputs sit in the device input buffer (in int32s). The
 // layout is fixed per executor, so captured graphs keep valid pointers;
@@ -113,6 +147,8 @@ class CudaExecutor final : public Executor {
   // Per bucket, per launch: true where the launch's rows are the R logit rows.
   std::vector<std::vector<bool>> rows_are_logit_rows_;
   std::vector<CUgraphExec> graphs_;  // per bucket, null until first use
+  // Per distinct rotary embedding: its cos/sin table for every pool position.
+  std::map<RopeTableKey, CUdeviceptr> rope_tables_;
   int64_t num_pages_ = 0;
   int64_t n_vocab_ = 0;
 };
@@ -258,6 +294,13 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         KILN_CU(api, api.cuModuleGetFunction(&f, ex->module_, k->lowered_name.c_str()));
         r.functions.push_back(f);
       }
+      if (c.kind == KernelKind::kMatmul) {
+        // The CUDA-core matmuls stage activations in up to this much dynamic shared memory.
+        for (int i = 0; i < 2; ++i) {
+          KILN_CU(api, api.cuFuncSetAttribute(r.functions[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                              kMatmulSmemBudgetFloats * static_cast<int>(sizeof(float))));
+        }
+      }
       if (c.kind == KernelKind::kAttentionCombine) {
         absl::StatusOr<int64_t> heads = l.Int("num_heads");
         absl::StatusOr<int64_t> hd = l.Int("head_dim");
@@ -283,6 +326,13 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
     ex->calls_.push_back(std::move(resolved));
   }
   if (absl::Status s = ex->ComputeRowKinds(); !s.ok()) return s;
+  std::map<RopeTableKey, std::vector<float>> rope_tables;
+  for (const PlanLaunch& l : p.launches) {
+    if (l.constants.Find("rope_theta") == nullptr) continue;
+    absl::StatusOr<cpu::RopeParams> rope = RopeParamsOf(l);
+    if (!rope.ok()) return rope.status();
+    if (!rope_tables.contains(RopeKey(*rope))) rope_tables[RopeKey(*rope)] = cpu::RopeTable(*rope, p.pool.max_tokens);
+  }
 
   const JsonValue* vocab = p.model.Find("n_vocab");
   if (vocab == nullptr || !vocab->int_value()) return absl::InvalidArgumentError("plan: model.n_vocab is missing");
@@ -293,7 +343,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->layout_ = InputLayout::For(max_tokens, max_tokens, pages_stride);
 
   // One allocation: weights | KV pool | arena | scratch | attention partials |
-  // f16 activations of the tensor-core matmul | inputs.
+  // f16 activations of the tensor-core matmul | inputs | greedy ids | rope tables.
   uint64_t offset = 0;
   std::vector<WeightUpload> uploads;
   if (absl::Status s = ex->BindWeights(program.weights, &offset, &uploads); !s.ok()) return s;
@@ -307,12 +357,23 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   const uint64_t x_f16_offset = AlignUp(partials_offset + partial_floats * sizeof(float));
   const uint64_t inputs_offset = AlignUp(x_f16_offset + x_f16_halves * sizeof(uint16_t));
   const uint64_t greedy_offset = AlignUp(inputs_offset + ex->layout_.total * sizeof(int32_t));
-  ex->device_bytes_ = AlignUp(greedy_offset + max_tokens * sizeof(int32_t));
+  const uint64_t rope_start = AlignUp(greedy_offset + max_tokens * sizeof(int32_t));
+  uint64_t rope_offset = rope_start;
+  for (auto& [key, table] : rope_tables) {
+    ex->rope_tables_[key] = rope_offset;  // relative until the allocation exists
+    rope_offset = AlignUp(rope_offset + table.size() * sizeof(float));
+  }
+  ex->device_bytes_ = rope_offset;
   KILN_CU(api, api.cuMemAlloc(&ex->device_, ex->device_bytes_));
   for (const WeightUpload& up : uploads) {
     KILN_CU(api, api.cuMemcpyHtoD(ex->device_ + up.offset, up.bytes.data(), up.bytes.size()));
   }
   for (auto& [name, w] : ex->weights_) w.ptr += ex->device_;
+  for (auto& [key, at] : ex->rope_tables_) {
+    at += ex->device_;
+    const std::vector<float>& table = rope_tables[key];
+    KILN_CU(api, api.cuMemcpyHtoD(at, table.data(), table.size() * sizeof(float)));
+  }
   ex->pool_ = ex->device_ + pool_offset;
   ex->arena_ = ex->device_ + arena_offset;
   ex->scratch_ = ex->device_ + scratch_offset;
@@ -327,7 +388,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   // as NaNs: a kernel that reads what nothing wrote shows in the logits.
   KILN_CU(api, api.cuMemsetD8(ex->pool_, 0, arena_offset - pool_offset));
   KILN_CU(api, api.cuMemsetD32(ex->arena_, 0x7fc00000u, (inputs_offset - arena_offset) / sizeof(float)));
-  KILN_CU(api, api.cuMemsetD8(ex->inputs_, 0, ex->device_bytes_ - inputs_offset));
+  KILN_CU(api, api.cuMemsetD8(ex->inputs_, 0, rope_start - inputs_offset));
 
   KILN_CU(api, api.cuStreamCreate(&ex->stream_, CU_STREAM_NON_BLOCKING));
   void* host = nullptr;
@@ -365,27 +426,13 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
     return absl::OkStatus();
   };
   auto rope_of = [&](RopeConstants* r) -> absl::Status {
-    absl::StatusOr<double> theta = l.Float("rope_theta");
-    absl::StatusOr<int64_t> dims = l.Int("rope_dims");
-    absl::StatusOr<std::string> style = l.String("rope_style");
-    if (!theta.ok()) return theta.status();
-    if (!dims.ok()) return dims.status();
-    if (!style.ok()) return style.status();
-    if (*style != "interleaved" && *style != "half") return LaunchError(l, "unknown rope style " + *style);
-    r->theta = *theta;
-    r->dims = static_cast<int>(*dims);
-    r->half_style = *style == "half";
-    r->linear_factor = 1.0;
-    if (l.constants.Find("rope_scaling")) {
-      absl::StatusOr<std::string> scaling = l.String("rope_scaling");
-      if (!scaling.ok()) return scaling.status();
-      if (*scaling != "none" && *scaling != "linear") return LaunchError(l, "rope scaling '" + *scaling + "' is not implemented");
-      if (*scaling == "linear") {
-        absl::StatusOr<double> factor = l.Float("rope_factor");
-        if (!factor.ok()) return factor.status();
-        r->linear_factor = *factor;
-      }
-    }
+    absl::StatusOr<cpu::RopeParams> rope = RopeParamsOf(l);
+    if (!rope.ok()) return rope.status();
+    r->dims = static_cast<int>(rope->dims);
+    r->half_style = rope->style == cpu::RopeStyle::kHalf;
+    auto it = rope_tables_.find(RopeKey(*rope));
+    if (it == rope_tables_.end()) return LaunchError(l, "has no rope table");  // Create builds one per distinct rope
+    r->table = reinterpret_cast<const float*>(it->second);
     return absl::OkStatus();
   };
 
@@ -457,9 +504,11 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           const bool tiled = max_rows > 1;
           const int tile = tiled ? kPrefillTile : 1;
           const DeviceWeight* first = weight(fused ? absl::StrCat("weight", c.weights[0]) : std::string("weight"));
-          const int per_block = tiled ? kTiledWarps : kDecodeWarps * DecodeRowsPerWarp(first->storage);
+          const int per_block = kMatmulWarps * MatmulRowsPerWarp(first->storage, tile, c.epilogue);
+          mp.chunk = MatmulChunk(mp.k, tile);
           launched = launch(rc.functions[tiled ? 1 : 0], (mp.total_n + per_block - 1) / per_block,
-                            (max_rows + tile - 1) / tile, 32 * (tiled ? kTiledWarps : kDecodeWarps), 0, &mp);
+                            (max_rows + tile - 1) / tile, 32 * kMatmulWarps,
+                            static_cast<unsigned>(MatmulSmemFloats(mp.chunk, tile) * sizeof(float)), &mp);
         }
         if (!launched.ok()) return launched;
         break;
@@ -606,7 +655,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         ap.splits = max_rows <= kSplitMaxTokens ? kDecodeSplits : 1;
         ap.partials = reinterpret_cast<float*>(partials_);
         if (c.kind == KernelKind::kAttentionCombine && ap.splits == 1) break;
-        const unsigned grid_y = c.kind == KernelKind::kKvAppend ? 1 : static_cast<unsigned>(*heads);
+        const unsigned grid_y = static_cast<unsigned>(c.kind == KernelKind::kKvAppend ? plan_.pool.kv_heads : *heads);
         const unsigned grid_z = c.kind == KernelKind::kAttention ? static_cast<unsigned>(ap.splits) : 1;
         void* args[] = {&ap};
         KILN_CU(api, api.cuLaunchKernel(rc.functions[0], max_rows, grid_y, grid_z, 128, 1, 1, 0, stream_, args, nullptr));

@@ -1,5 +1,6 @@
 #include "runtime/cuda/kernel_calls.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -96,11 +97,11 @@ absl::StatusOr<std::vector<KernelCall>> LowerFusedMatmul(const Plan& plan, const
 
 }  // namespace
 
-int DecodeRowsPerWarp(const std::string& storage) {
-  absl::StatusOr<cpu::WeightStorage> s = cpu::ParseWeightStorage(storage);
-  const bool plain = s.ok() && !s->grouped &&
-                     (s->ggml == GgmlType::kF32 || s->ggml == GgmlType::kF16 || s->ggml == GgmlType::kBF16);
-  return plain ? 1 : cuda_abi::kDecodeRowsPerWarp;
+int MatmulRowsPerWarp(const std::string& storage, int tile, int epilogue) {
+  // matmul_lanes.cuh: q8_0's lane holds 17 words per row, the others at most
+  // 8; silu_mul's rows are two weight rows each.
+  const int rows = tile > 1 ? cuda_abi::kMatmulTiledRowsPerWarp : storage == "q8_0" ? 1 : 2;
+  return epilogue == cuda_abi::kEpilogueSiluMul ? std::max(1, rows / 2) : rows;
 }
 
 absl::StatusOr<std::string> StorageTemplate(const std::string& storage) {

@@ -65,15 +65,19 @@ done
 
 if [ -n "${KILN_NCU:-}" ] && [ -f "$weights/llama3-8b-q4_k.gguf" ]; then
   # One decode step's kernels (past the prefill of the first run): time,
-  # DRAM bytes and throughput, occupancy, launch shape per kernel.
+  # DRAM bytes and throughput, occupancy, launch shape, IPC, stalls on
+  # memory and barriers, shared-memory bank conflicts per kernel.
   metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
   metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,launch__block_size
-  metrics+=,launch__registers_per_thread,smsp__inst_executed.sum
+  metrics+=,launch__registers_per_thread,sm__inst_executed.avg.per_cycle_active
+  metrics+=,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_barrier_per_warp_active.pct
+  metrics+=,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum
   SECONDS=0
   ncu --clock-control none --launch-skip 2000 --launch-count 40 --csv --metrics "$metrics" \
     "$kiln" bench "$stage/artifacts/llama3-8b-q4_k.prog.kiln" --weights "$weights/llama3-8b-q4_k.gguf" \
     --backend cuda --prompt 64 --gen 64 --repeats 1 --peers "$stage/peers/llama.cpp-h200.md" \
-    >"$out/ncu-q4_k-decode.csv" 2>"$out/ncu.log" || echo "ncu failed: $(tail -3 "$out/ncu.log")"
+    >/tmp/ncu-q4_k-decode.csv 2>/tmp/ncu.log || echo "ncu failed: $(tail -3 /tmp/ncu.log)"
+  python3 "$root/scripts/gpu/ncu_summary.py" /tmp/ncu-q4_k-decode.csv | tee "$out/ncu-q4_k-decode.txt"
   echo "(ncu: ${SECONDS}s)"
 fi
 

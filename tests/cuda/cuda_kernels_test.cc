@@ -153,9 +153,15 @@ TEST_F(CudaKernels, MatmulEpiloguesAndEmbeddingForEveryStorage) {
   }
   for (const char* storage : kStorages) {
     const bool plain = std::string(storage) == "f32" || std::string(storage) == "f16" || std::string(storage) == "bf16";
-    // Plain rows of odd length (tails, unaligned rows); quantised rows of whole 256-blocks.
-    for (auto [k, n] : plain ? std::vector<std::pair<int64_t, int64_t>>{{171, 37}, {1024, 77}}
-                             : std::vector<std::pair<int64_t, int64_t>>{{512, 37}, {1024, 77}}) {
+    // Plain rows of odd length (tails, unaligned rows); quantised rows of
+    // whole 256-blocks, and for 32-element blocks an odd count (q8_0's lane
+    // takes two); a K past the 8-token tile's staging chunk (2048).
+    const std::string s(storage);
+    const bool block32 = s == "q8_0" || s == "q4_0" || s == "q4_1" || s == "q5_0" || s == "q5_1" || s == "int4:g32";
+    std::vector<std::pair<int64_t, int64_t>> shapes = plain ? std::vector<std::pair<int64_t, int64_t>>{{171, 37}, {1024, 77}, {2601, 9}}
+                                                            : std::vector<std::pair<int64_t, int64_t>>{{512, 37}, {1024, 77}, {4352, 9}};
+    if (block32) shapes.push_back({160, 11});
+    for (auto [k, n] : shapes) {
       SCOPED_TRACE(absl::StrCat(storage, " k=", k, " n=", n));
       SingleOpPlan b({1, 4, 16, 64}, PlanPagePool{1, 1, 8, 16, 64}, 7);
       const int64_t x = b.Activation(k, 50);

@@ -1,0 +1,248 @@
+// The per-storage inner step of matmul_kernel. A lane step covers kLane
+// elements of one weight row: Load fetches their raw bytes (so a warp can
+// issue the loads of all its rows before it uses any), Dot folds them into
+// kTile per-token sums against activations the block staged in shared
+// memory. kRows is how many weight rows a warp walks together in decode:
+// registers hold two steps of raw bytes per row. Storages without a lane of their own decode eight
+// elements at a time with their Decode8.
+#pragma once
+
+#include "storage.cuh"
+
+namespace kiln {
+
+// Where chunk-relative element e of the staged activations lives: 4 floats of
+// padding after every 32 so lanes reading 32-float runs at a stride of one
+// run fall in different banks. The q4_K order swaps the middle 16-element
+// groups of every 64, so the 16 low-nibble and 16 high-nibble elements one
+// lane's 16 bytes of q4_K hold are one contiguous run.
+template <bool kQ4KOrder>
+__device__ __forceinline__ int StagedIndex(int e) {
+  if constexpr (kQ4KOrder) e ^= (((e >> 4) ^ (e >> 5)) & 1) * 0x30;
+  return e + 4 * (e >> 5);
+}
+
+// Four staged floats (16-byte aligned: runs start at multiples of 4).
+__device__ __forceinline__ float4 Staged4(const float* xs, int at) { return *reinterpret_cast<const float4*>(xs + at); }
+
+// Any storage and row layout, eight elements per lane step through Decode8
+// (which copes with unaligned rows); also the fallback of the lanes below
+// where K does not give them the alignment their loads assume.
+template <class S, bool kOrder = false>
+struct LaneDecode8 {
+  static constexpr int kLane = 8, kRows = 2;
+  static constexpr bool kQ4KOrder = kOrder;
+  __device__ static bool Fits(int) { return true; }
+  struct Raw {
+    float v[8];
+  };
+  __device__ static Raw Load(const unsigned char* row, int e) {
+    Raw r;
+    S::Decode8(row + (e / S::kBlockElems) * S::kBlockBytes, e % S::kBlockElems, r.v);
+    return r;
+  }
+  template <int kTile>
+  __device__ static void Dot(const Raw& r, int e, const float* xs, int xstride, const float*, int, float (&acc)[kTile]) {
+    const int at = StagedIndex<kOrder>(e);
+#pragma unroll
+    for (int t = 0; t < kTile; ++t) {
+      const float4 a = Staged4(xs + t * xstride, at), b = Staged4(xs + t * xstride, at + 4);
+      const float x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[t] = fmaf(r.v[i], x[i], acc[t]);
+    }
+  }
+};
+
+// Weights start 256-byte aligned (runtime/cuda), so a lane's loads are
+// aligned whenever the row length in bytes allows; Fits(k) says so.
+__device__ __forceinline__ uint4 Aligned16(const unsigned char* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+
+// f16 / bf16: sixteen elements (two 16-byte loads) per lane step.
+template <bool kBf16>
+struct LaneHalf16 {
+  static constexpr int kLane = 16, kRows = 2;
+  static constexpr bool kQ4KOrder = false;
+  __device__ static bool Fits(int k) { return k % 8 == 0; }
+  struct Raw {
+    uint4 a, b;
+  };
+  __device__ static Raw Load(const unsigned char* row, int e) { return {Aligned16(row + 2 * e), Aligned16(row + 2 * e + 16)}; }
+  template <int kTile>
+  __device__ static void Dot(const Raw& r, int e, const float* xs, int xstride, const float*, int, float (&acc)[kTile]) {
+    const unsigned w[8] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w};
+    float v[16];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      v[2 * i] = StorageHalfBits<kBf16>::One(static_cast<unsigned short>(w[i] & 0xFFFF));
+      v[2 * i + 1] = StorageHalfBits<kBf16>::One(static_cast<unsigned short>(w[i] >> 16));
+    }
+    const int at = StagedIndex<false>(e);
+#pragma unroll
+    for (int t = 0; t < kTile; ++t) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float4 x = Staged4(xs + t * xstride, at + 4 * q);
+        acc[t] = fmaf(v[4 * q], x.x, acc[t]);
+        acc[t] = fmaf(v[4 * q + 1], x.y, acc[t]);
+        acc[t] = fmaf(v[4 * q + 2], x.z, acc[t]);
+        acc[t] = fmaf(v[4 * q + 3], x.w, acc[t]);
+      }
+    }
+  }
+};
+
+// q8_0: two blocks (68 bytes, 4-byte aligned when K is a multiple of 64) per
+// lane step, as 17 words. A code byte becomes a float without an int-to-float
+// conversion: with its sign bit flipped it is the low byte of 2^23 + q + 128.
+struct LaneQ8_0Pair {
+  static constexpr int kLane = 64, kRows = 1;
+  static constexpr bool kQ4KOrder = false;
+  __device__ static bool Fits(int k) { return k % 64 == 0; }
+  struct Raw {
+    unsigned w[17];
+  };
+  __device__ static Raw Load(const unsigned char* row, int e) {
+    const unsigned* p = reinterpret_cast<const unsigned*>(row + (e / 32) * 34);
+    Raw r;
+#pragma unroll
+    for (int i = 0; i < 17; ++i) r.w[i] = __ldg(p + i);
+    return r;
+  }
+  // Code byte n (0..67) of the pair as a float, from sign-flipped words.
+  __device__ static float Code(const unsigned (&flipped)[17], int n) {
+    return __int_as_float(__byte_perm(flipped[n / 4], 0x4B000000u, 0x7650u + (n % 4))) - 8388736.0f;
+  }
+  template <int kTile>
+  __device__ static void Dot(const Raw& r, int e, const float* xs, int xstride, const float*, int, float (&acc)[kTile]) {
+    unsigned flipped[17];
+#pragma unroll
+    for (int i = 0; i < 17; ++i) flipped[i] = r.w[i] ^ 0x80808080u;
+    const float d[2] = {HalfToFloat(static_cast<unsigned short>(r.w[0] & 0xFFFF)),
+                        HalfToFloat(static_cast<unsigned short>(r.w[8] >> 16))};
+#pragma unroll
+    for (int blk = 0; blk < 2; ++blk) {
+      // Block 0's codes are bytes 2..33 of the pair, block 1's bytes 36..67.
+      const int first = blk == 0 ? 2 : 36;
+      const int at = StagedIndex<false>(e + 32 * blk);
+      float sum[kTile];
+#pragma unroll
+      for (int t = 0; t < kTile; ++t) sum[t] = 0.0f;
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        float v[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[i] = Code(flipped, first + 4 * q + i);
+#pragma unroll
+        for (int t = 0; t < kTile; ++t) {
+          const float4 x = Staged4(xs + t * xstride, at + 4 * q);
+          sum[t] = fmaf(v[0], x.x, sum[t]);
+          sum[t] = fmaf(v[1], x.y, sum[t]);
+          sum[t] = fmaf(v[2], x.z, sum[t]);
+          sum[t] = fmaf(v[3], x.w, sum[t]);
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < kTile; ++t) acc[t] = fmaf(d[blk], sum[t], acc[t]);
+    }
+  }
+};
+
+// q4_K: 16 code bytes per lane step (8 lanes per 256-element block), i.e.
+// 16 elements of sub-block 2c (low nibbles) and the 16 matching ones of
+// sub-block 2c + 1 (high nibbles), with the block's 16-byte header. A nibble
+// q becomes 2 + q/64 by placing it in the mantissa of 2.0 (one byte
+// permute); the offset and both scales come out per sub-block through the
+// staged 16-element activation sums:
+//   sum_i (d sc q_i - dmin mn) x_i = 64 d sc sum_i (2 + q_i/64) x_i - (128 d sc + dmin mn) S.
+struct LaneQ4_K {
+  static constexpr int kLane = 32, kRows = 2;
+  static constexpr bool kQ4KOrder = true;
+  __device__ static bool Fits(int) { return true; }  // 144-byte blocks keep every row 16-byte aligned
+  struct Raw {
+    uint4 head, qs;
+  };
+  __device__ static Raw Load(const unsigned char* row, int e) {
+    const unsigned char* b = row + (e / 256) * 144;
+    return {Aligned16(b), Aligned16(b + 16 + 16 * ((e / 32) % 8))};
+  }
+  // 6-bit scale and min of sub-block s from the header's 12 scale bytes (words y, z, w).
+  __device__ static void ScaleMin(const uint4& h, int s, float* scale, float* min) {
+    const int u = 8 * (s & 3);
+    const unsigned by = (h.y >> u) & 0xFF, bz = (h.z >> u) & 0xFF, bw = (h.w >> u) & 0xFF;
+    const unsigned sc = s < 4 ? by & 63 : (bw & 0x0F) | ((by >> 6) << 4);
+    const unsigned mn = s < 4 ? bz & 63 : (bw >> 4) | ((bz >> 6) << 4);
+    *scale = static_cast<float>(sc);
+    *min = static_cast<float>(mn);
+  }
+  template <int kTile>
+  __device__ static void Dot(const Raw& r, int e, const float* xs, int xstride, const float* sums, int sstride,
+                             float (&acc)[kTile]) {
+    const int q = (e / 32) % 8, c = q / 2;
+    const int lo = e - 32 * q + 64 * c + 16 * (q % 2);  // first element of the low-nibble run
+    const float d = HalfToFloat(static_cast<unsigned short>(r.head.x & 0xFFFF));
+    const float dmin = HalfToFloat(static_cast<unsigned short>(r.head.x >> 16));
+    float sc_lo, mn_lo, sc_hi, mn_hi;
+    ScaleMin(r.head, 2 * c, &sc_lo, &mn_lo);
+    ScaleMin(r.head, 2 * c + 1, &sc_hi, &mn_hi);
+    const unsigned w[4] = {r.qs.x, r.qs.y, r.qs.z, r.qs.w};
+    // The low run then the high run, contiguous in the q4_K order.
+    const int at = StagedIndex<true>(lo);
+    float sl[kTile], sh[kTile];
+#pragma unroll
+    for (int t = 0; t < kTile; ++t) sl[t] = sh[t] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const unsigned wl = w[j] & 0x0F0F0F0Fu, wh = (w[j] >> 4) & 0x0F0F0F0Fu;
+      float vl[4], vh[4];
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        vl[b] = __int_as_float(__byte_perm(wl, 0x40000000u, 0x7054u | (b << 8)));
+        vh[b] = __int_as_float(__byte_perm(wh, 0x40000000u, 0x7054u | (b << 8)));
+      }
+#pragma unroll
+      for (int t = 0; t < kTile; ++t) {
+        const float4 xl = Staged4(xs + t * xstride, at + 4 * j), xh = Staged4(xs + t * xstride, at + 16 + 4 * j);
+        sl[t] = fmaf(vl[0], xl.x, sl[t]);
+        sl[t] = fmaf(vl[1], xl.y, sl[t]);
+        sl[t] = fmaf(vl[2], xl.z, sl[t]);
+        sl[t] = fmaf(vl[3], xl.w, sl[t]);
+        sh[t] = fmaf(vh[0], xh.x, sh[t]);
+        sh[t] = fmaf(vh[1], xh.y, sh[t]);
+        sh[t] = fmaf(vh[2], xh.z, sh[t]);
+        sh[t] = fmaf(vh[3], xh.w, sh[t]);
+      }
+    }
+    const float a_lo = 64.0f * d * sc_lo, a_hi = 64.0f * d * sc_hi;
+    const float b_lo = 128.0f * d * sc_lo + dmin * mn_lo, b_hi = 128.0f * d * sc_hi + dmin * mn_hi;
+#pragma unroll
+    for (int t = 0; t < kTile; ++t) {
+      const float s_lo = sums[t * sstride + lo / 16], s_hi = sums[t * sstride + lo / 16 + 2];
+      acc[t] += (a_lo * sl[t] - b_lo * s_lo) + (a_hi * sh[t] - b_hi * s_hi);
+    }
+  }
+};
+
+// The lane of each storage.
+template <class S>
+struct LaneOf {
+  using type = LaneDecode8<S>;
+};
+template <>
+struct LaneOf<StorageF16> {
+  using type = LaneHalf16<false>;
+};
+template <>
+struct LaneOf<StorageBF16> {
+  using type = LaneHalf16<true>;
+};
+template <>
+struct LaneOf<StorageQ8_0> {
+  using type = LaneQ8_0Pair;
+};
+template <>
+struct LaneOf<StorageQ4_K> {
+  using type = LaneQ4_K;
+};
+
+}  // namespace kiln
