@@ -108,6 +108,12 @@ HttpParseResult HttpRequestParser::Parse(std::string_view bytes) {
                              std::to_string(limits_.max_header_bytes) + " bytes");
       return HttpParseResult{};
     }
+    // Bytes the parser holds before it can judge this line end (one past a
+    // CR): beyond the limit, byte-by-byte arrival would have failed with 431
+    // first, so the whole-buffer case must too.
+    if ((buf_[eol] == '\n' ? eol : eol + 1) > limits_.max_header_bytes)
+      return Fail(431, "request line and headers exceed " +
+                           std::to_string(limits_.max_header_bytes) + " bytes");
     if (buf_[eol] == '\n') return Fail(400, "line ends with a bare LF (CRLF required)");
     if (buf_[eol + 1] != '\n') return Fail(400, "bare CR in the request head");
     std::string_view line(buf_.data() + pos_, eol - pos_);

@@ -201,6 +201,10 @@ TEST(HttpRequestParser, ErrorsWithTheirStatusAtEverySplit) {
       {"headers too large", "GET / HTTP/1.1\r\nHost: a\r\n" + big_header + "\r\n", 431},
       {"request line too large", "GET /" + std::string(300, 'a') + " HTTP/1.1\r\n\r\n", 431},
       {"too many empty lines", empty_lines, 431},
+      // A malformed line end the parser only reaches past the limit: 431
+      // whether the bytes come at once or one by one (found by the fuzzer).
+      {"bare LF past the limit", "GET / HTTP/1.1\r\nX: " + std::string(300, 'a') + "\nHost: a\r\n\r\n", 431},
+      {"bare CR past the limit", "GET / HTTP/1.1\r\nX: " + std::string(300, 'a') + "\rb\r\n\r\n", 431},
   };
   for (const ErrorCase& c : cases) {
     SCOPED_TRACE(c.name);
