@@ -5,8 +5,8 @@
 // tokens' activations in shared memory once, RMS-normalised when the launch
 // has the norm prologue (1/rms over the whole row first), a chunk of K at a
 // time; its warps then walk kRows weight rows each, a storage lane step
-// (matmul_lanes.cuh) per iteration, the next step's loads of all rows issued
-// before the current step's arithmetic (the first step's before staging).
+// (matmul_lanes.cuh) per iteration, with the loads of all rows issued before
+// their arithmetic and two steps unrolled so several are in flight.
 #pragma once
 
 #include "common.cuh"
@@ -40,77 +40,34 @@ __device__ __forceinline__ void LoadActivations4(const float* x, const float* ga
   }
 }
 
-// Requests the raw weights of one lane step (element e) of this warp's rows.
-template <class Lane, int kRows, int kParts>
-__device__ __forceinline__ void LoadStep(const unsigned char* const (&weight_rows)[kRows][kParts], int e,
-                                         typename Lane::Raw (&raw)[kRows][kParts]) {
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int w = 0; w < kParts; ++w) raw[r][w] = Lane::Load(weight_rows[r][w], e);
-}
-
 // The whole lane steps of one staged chunk [c0, c0 + len) for this warp's
-// rows; returns where they end (the rest is the caller's element tail). The
-// next step's weights are requested before the current step's arithmetic,
-// so each lane keeps a step in flight; `cur` holds the first step already
-// when `loaded` (requested before the chunk was staged).
+// rows; returns where they end (the rest is the caller's element tail).
 template <class Lane, int kRows, int kParts, int kTile>
 __device__ __forceinline__ int WalkChunk(const unsigned char* const (&weight_rows)[kRows][kParts], int c0, int len,
                                          int lane, const float* xs, int xstride, const float* sums, int sstride,
-                                         float (&acc)[kRows][kParts][kTile], typename Lane::Raw (&cur)[kRows][kParts],
-                                         bool loaded) {
+                                         float (&acc)[kRows][kParts][kTile]) {
   const int full = len / Lane::kLane * Lane::kLane;
-  int e = lane * Lane::kLane;
-  if (e >= full) return full;
-  if (!loaded) LoadStep<Lane>(weight_rows, c0 + e, cur);
-  for (;;) {
-    const int next_e = e + 32 * Lane::kLane;
-    const bool more = next_e < full;
-    // Tiles are bound by arithmetic and need the registers for their sums:
-    // they load a step when they reach it.
-    constexpr bool kPipelined = kTile == 1;
-    typename Lane::Raw next[kRows][kParts];
-    if (kPipelined && more) LoadStep<Lane>(weight_rows, c0 + next_e, next);
+  // Two steps in flight for decode; a tile's sums need the registers.
+#pragma unroll(kTile == 1 ? 2 : 1)
+  for (int e = lane * Lane::kLane; e < full; e += 32 * Lane::kLane) {
+    typename Lane::Raw raw[kRows][kParts];
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
 #pragma unroll
-      for (int w = 0; w < kParts; ++w) Lane::template Dot<kTile>(cur[r][w], e, xs, xstride, sums, sstride, acc[r][w]);
-    if (!more) break;
-    if constexpr (kPipelined) {
+      for (int w = 0; w < kParts; ++w) raw[r][w] = Lane::Load(weight_rows[r][w], c0 + e);
 #pragma unroll
-      for (int r = 0; r < kRows; ++r)
+    for (int r = 0; r < kRows; ++r)
 #pragma unroll
-        for (int w = 0; w < kParts; ++w) cur[r][w] = next[r][w];
-    } else {
-      LoadStep<Lane>(weight_rows, c0 + next_e, cur);
-    }
-    e = next_e;
+      for (int w = 0; w < kParts; ++w) Lane::template Dot<kTile>(raw[r][w], e, xs, xstride, sums, sstride, acc[r][w]);
   }
   return full;
 }
 
-// Rows and occupancy of one matmul_kernel instantiation. Output rows per
-// warp: silu_mul's rows are two weight rows (gate, up). Decode keeps two
-// steps of raw weights per weight row in registers; three blocks per SM fit
-// unless those are many (q8_0's gate and up).
-template <class S, int kEpilogue, int kTile>
-struct MatmulShape {
-  using Lane = typename LaneOf<S>::type;
-  static constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
-  static constexpr int kWeightRows = kTile == 1 ? Lane::kRows : kMatmulTiledRowsPerWarp;
-  static constexpr int kRows = kWeightRows / kParts > 0 ? kWeightRows / kParts : 1;
-  static constexpr int kRawRegisters = static_cast<int>(sizeof(typename Lane::Raw) / 4) * kRows * kParts * 2;
-  static constexpr int kMinBlocks = kTile > 1 ? 1 : kRawRegisters > 48 ? 2 : 3;
-};
-
 template <class S, int kEpilogue, bool kNorm, int kTile>
-__global__ void __launch_bounds__(32 * kMatmulWarps, (MatmulShape<S, kEpilogue, kTile>::kMinBlocks))
-    matmul_kernel(MatmulParams p) {
-  using Shape = MatmulShape<S, kEpilogue, kTile>;
-  using Lane = typename Shape::Lane;
-  constexpr int kParts = Shape::kParts;
-  constexpr int kRows = Shape::kRows;
+__global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_kernel(MatmulParams p) {
+  using Lane = typename LaneOf<S>::type;
+  constexpr int kRows = kTile == 1 ? Lane::kRows : kMatmulTiledRowsPerWarp;
+  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   constexpr int kThreads = 32 * kMatmulWarps;
   extern __shared__ float4 staged4[];
   float* xs = reinterpret_cast<float*>(staged4);
@@ -153,14 +110,6 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, (MatmulShape<S, kEpilogue, 
     for (int w = 0; w < kParts; ++w)
 #pragma unroll
       for (int t = 0; t < kTile; ++t) acc[r][w][t] = 0.0f;
-
-  // The first step's weights, requested before the activations are staged
-  // so that their latency and the staging overlap.
-  const bool lane_fits = Lane::Fits(p.k);
-  typename Lane::Raw first_step[kRows][kParts];
-  if (active && lane_fits && lane * Lane::kLane < min(p.chunk, p.k) / Lane::kLane * Lane::kLane) {
-    LoadStep<Lane>(weight_rows, lane * Lane::kLane, first_step);
-  }
 
   if constexpr (kNorm) {
     double sq[kTile];
@@ -216,16 +165,9 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, (MatmulShape<S, kEpilogue, 
     }
     __syncthreads();
     if (!active) continue;
-    int full;
-    if (lane_fits) {
-      full = WalkChunk<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, xs, xstride, sums, sstride, acc,
-                                                   first_step, c0 == 0);
-    } else {
-      using Fallback = LaneDecode8<S, Lane::kQ4KOrder>;
-      typename Fallback::Raw raw[kRows][kParts];
-      full = WalkChunk<Fallback, kRows, kParts, kTile>(weight_rows, c0, len, lane, xs, xstride, sums, sstride, acc, raw,
-                                                       false);
-    }
+    const int full = Lane::Fits(p.k) ? WalkChunk<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, xs, xstride, sums, sstride, acc)
+                                     : WalkChunk<LaneDecode8<S, Lane::kQ4KOrder>, kRows, kParts, kTile>(
+                                           weight_rows, c0, len, lane, xs, xstride, sums, sstride, acc);
     // Elements past the last whole lane step (rows of plain types of odd
     // length, a single trailing q8_0 block).
     for (int e = full + lane; e < len; e += 32) {

@@ -2,8 +2,8 @@
 // elements of one weight row: Load fetches their raw bytes (so a warp can
 // issue the loads of all its rows before it uses any), Dot folds them into
 // kTile per-token sums against activations the block staged in shared
-// memory. kRows is how many weight rows a warp walks together in decode:
-// registers hold two steps of raw bytes per row. Storages without a lane of their own decode eight
+// memory. kRows is how many weight rows a warp walks together in decode
+// (registers for the raw bytes bound it). Storages without a lane of their own decode eight
 // elements at a time with their Decode8.
 #pragma once
 
@@ -30,7 +30,7 @@ __device__ __forceinline__ float4 Staged4(const float* xs, int at) { return *rei
 // where K does not give them the alignment their loads assume.
 template <class S, bool kOrder = false>
 struct LaneDecode8 {
-  static constexpr int kLane = 8, kRows = 2;
+  static constexpr int kLane = 8, kRows = 4;
   static constexpr bool kQ4KOrder = kOrder;
   __device__ static bool Fits(int) { return true; }
   struct Raw {
@@ -61,7 +61,7 @@ __device__ __forceinline__ uint4 Aligned16(const unsigned char* p) { return __ld
 // f16 / bf16: sixteen elements (two 16-byte loads) per lane step.
 template <bool kBf16>
 struct LaneHalf16 {
-  static constexpr int kLane = 16, kRows = 2;
+  static constexpr int kLane = 16, kRows = 4;
   static constexpr bool kQ4KOrder = false;
   __device__ static bool Fits(int k) { return k % 8 == 0; }
   struct Raw {
@@ -96,7 +96,7 @@ struct LaneHalf16 {
 // lane step, as 17 words. A code byte becomes a float without an int-to-float
 // conversion: with its sign bit flipped it is the low byte of 2^23 + q + 128.
 struct LaneQ8_0Pair {
-  static constexpr int kLane = 64, kRows = 1;
+  static constexpr int kLane = 64, kRows = 2;
   static constexpr bool kQ4KOrder = false;
   __device__ static bool Fits(int k) { return k % 64 == 0; }
   struct Raw {
@@ -156,7 +156,7 @@ struct LaneQ8_0Pair {
 // staged 16-element activation sums:
 //   sum_i (d sc q_i - dmin mn) x_i = 64 d sc sum_i (2 + q_i/64) x_i - (128 d sc + dmin mn) S.
 struct LaneQ4_K {
-  static constexpr int kLane = 32, kRows = 2;
+  static constexpr int kLane = 32, kRows = 4;
   static constexpr bool kQ4KOrder = true;
   __device__ static bool Fits(int) { return true; }  // 144-byte blocks keep every row 16-byte aligned
   struct Raw {

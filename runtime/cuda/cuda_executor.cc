@@ -504,7 +504,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           const bool tiled = max_rows > 1;
           const int tile = tiled ? kPrefillTile : 1;
           const DeviceWeight* first = weight(fused ? absl::StrCat("weight", c.weights[0]) : std::string("weight"));
-          const int per_block = kMatmulWarps * MatmulRowsPerWarp(first->storage, tile, c.epilogue);
+          const int per_block = kMatmulWarps * MatmulRowsPerWarp(first->storage, tile);
           mp.chunk = MatmulChunk(mp.k, tile);
           launched = launch(rc.functions[tiled ? 1 : 0], (mp.total_n + per_block - 1) / per_block,
                             (max_rows + tile - 1) / tile, 32 * kMatmulWarps,

@@ -1,6 +1,5 @@
 #include "runtime/cuda/kernel_calls.h"
 
-#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -97,11 +96,10 @@ absl::StatusOr<std::vector<KernelCall>> LowerFusedMatmul(const Plan& plan, const
 
 }  // namespace
 
-int MatmulRowsPerWarp(const std::string& storage, int tile, int epilogue) {
-  // matmul_lanes.cuh: q8_0's lane holds 17 words per row, the others at most
-  // 8; silu_mul's rows are two weight rows each.
-  const int rows = tile > 1 ? cuda_abi::kMatmulTiledRowsPerWarp : storage == "q8_0" ? 1 : 2;
-  return epilogue == cuda_abi::kEpilogueSiluMul ? std::max(1, rows / 2) : rows;
+int MatmulRowsPerWarp(const std::string& storage, int tile) {
+  if (tile > 1) return cuda_abi::kMatmulTiledRowsPerWarp;
+  // matmul_lanes.cuh: q8_0's lane holds 17 words per row, the others at most 8.
+  return storage == "q8_0" ? 2 : 4;
 }
 
 absl::StatusOr<std::string> StorageTemplate(const std::string& storage) {

@@ -59,10 +59,9 @@ struct KernelCall {
   bool from_scratch = false;
 };
 
-// Output rows per warp of matmul_kernel for a weight of `storage`, a tile of
-// `tile` tokens and a cuda_abi::Epilogue (decode: the kRows of its lane in
-// matmul_lanes.cuh, halved for silu_mul's pairs of weight rows).
-int MatmulRowsPerWarp(const std::string& storage, int tile, int epilogue);
+// Weight rows per warp of matmul_kernel for a weight of `storage` and a tile
+// of `tile` tokens (decode: the kRows of its lane in matmul_lanes.cuh).
+int MatmulRowsPerWarp(const std::string& storage, int tile);
 
 // The template storage type for a plan storage name: "f16" ->
 // "kiln::StorageF16", "int4:g128" -> "kiln::StorageInt4<128>".
