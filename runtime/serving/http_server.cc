@@ -353,8 +353,17 @@ void HttpServer::AcceptLoop() {
       tv.tv_usec = (options_.send_timeout_ms % 1000) * 1000;
       ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     }
+    // A client that closes one connection and opens the next at once often
+    // arrives before the closed one's thread has seen the close: at the
+    // bound, finishing connections get a moment before this one is refused.
     ReapFinished(false);
     std::unique_lock<std::mutex> lock(mu_);
+    for (int wait = 0; wait < 20 && static_cast<int>(connections_.size()) >= options_.max_connections; ++wait) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ReapFinished(false);
+      lock.lock();
+    }
     if (static_cast<int>(connections_.size()) >= options_.max_connections) {
       lock.unlock();
       SendBytes(fd, ErrorResponse(503, "too many connections; try again later"), MSG_DONTWAIT);
