@@ -76,11 +76,11 @@ absl::StatusOr<std::string> WeightReaders(const KernelInstance& k) {
     absl::StrAppendFormat(&out,
                           "#define WBUF w%d\n#define WBYTE wbyte%d\n#define WWORD wword%d\n#define WF16 wf16_%d\n"
                           "#define WSCALEMINK wscalemink%d\n"
-                          "#define WREAD wread%d\n#define WREAD4 wread4_%d\n"
+                          "#define WREAD wread%d\n#define WREAD4 wread4_%d\n#define WDOTQ4K wdotq4k_%d\n"
                           "#define WSTORAGE %s\n#define WROW_BYTES %du\n#define WGROUP %du\n",
-                          slot, slot, slot, slot, slot, slot, slot, *st, *row_bytes, s->grouped ? s->group : 0);
+                          slot, slot, slot, slot, slot, slot, slot, slot, *st, *row_bytes, s->grouped ? s->group : 0);
     out += *reader;
-    out += "\n#undef WBUF\n#undef WBYTE\n#undef WWORD\n#undef WF16\n#undef WSCALEMINK\n#undef WREAD\n#undef WREAD4\n#undef WSTORAGE\n"
+    out += "\n#undef WBUF\n#undef WBYTE\n#undef WWORD\n#undef WF16\n#undef WSCALEMINK\n#undef WREAD\n#undef WREAD4\n#undef WDOTQ4K\n#undef WSTORAGE\n"
            "#undef WROW_BYTES\n#undef WGROUP\n";
   }
   return out;

@@ -165,3 +165,33 @@ vec4 WREAD4(uint row, uint e) {
   return vec4(WREAD(row, e), WREAD(row, e + 1u), WREAD(row, e + 2u), WREAD(row, e + 3u));
 #endif
 }
+
+#if WSTORAGE == ST_Q4_K
+// Lane chunk c of a q4_K row (matmul.comp's Q4K_LANES): its 16 code bytes
+// hold elements lo..lo+15 (low nibbles) and lo+32..lo+47 (high nibbles) of
+// one 64-element pair of sub-blocks, with lo = 256 (c / 8) + 64 (c % 8 / 2) +
+// 16 (c % 2). One word load per 4 codes and the block header as 4 words;
+// scales and mins applied per sub-block, through the activation sums
+// sum_lo / sum_hi:  sum (d sc q - dmin mn) x = d sc sum q x - dmin mn sum x.
+float WDOTQ4K(uint row, uint c, vec4 xl[4], vec4 xh[4], float sum_lo, float sum_hi) {
+  const uint b = (row * WROW_BYTES) / 4u + (c / 8u) * 36u;
+  const uint q = c % 8u, s = 2u * (q / 2u), u = 8u * (s & 3u);
+  const vec2 dm = unpackHalf2x16(WBUF[b]);
+  const uint y = WBUF[b + 1u], z = WBUF[b + 2u], w = WBUF[b + 3u];
+  // Sub-blocks s (even) and s + 1 share byte lane u / 8 + 0 or 1 of y, z, w.
+  float sc[2], mn[2];
+  for (uint i = 0u; i < 2u; ++i) {
+    const uint sh = u + 8u * i;
+    const uint by = (y >> sh) & 0xFFu, bz = (z >> sh) & 0xFFu, bw = (w >> sh) & 0xFFu;
+    sc[i] = float(s < 4u ? by & 63u : (bw & 15u) | ((by >> 6) << 4));
+    mn[i] = float(s < 4u ? bz & 63u : (bw >> 4) | ((bz >> 6) << 4));
+  }
+  float lo = 0.0, hi = 0.0;
+  for (uint i = 0u; i < 4u; ++i) {
+    const uint word = WBUF[b + 4u + 4u * q + i];
+    lo += dot(byte_fields(word, 0u, 15u), xl[i]);
+    hi += dot(byte_fields(word, 4u, 15u), xh[i]);
+  }
+  return dm.x * sc[0] * lo - dm.y * mn[0] * sum_lo + dm.x * sc[1] * hi - dm.y * mn[1] * sum_hi;
+}
+#endif

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/formats/quant.h"
 
 namespace kiln::vulkan {
 namespace {
@@ -143,6 +144,14 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
     if (epi == 0 || i == 0) columns += n;
   }
   b.Int("EPILOGUE", epi).Int("HAS_NORM", norm ? 1 : 0);
+  // Every weight q4_K: matmul.comp's 32-element lane steps (no K tail: a
+  // q4_K row is whole 256-element blocks).
+  bool all_q4k = true;
+  for (const PlanWeight* w : ws) {
+    const std::optional<StorageName> storage = ParseStorageName(w->storage);
+    all_q4k = all_q4k && storage && !storage->grouped && storage->ggml == GgmlType::kQ4_K;
+  }
+  b.Int("Q4K_LANES", all_q4k ? 1 : 0);
   PlannedDispatch d;
   if (norm) {
     absl::StatusOr<double> eps = l.Float("eps");

@@ -143,7 +143,7 @@ TEST(VulkanKernels, FusedMatmulNormThreeWeights) {
 
 // n: gate/up rows and down's columns, so a whole number of down's blocks.
 const std::vector<std::tuple<std::string, int64_t, int64_t>> kFfnCases = {
-    {"f32", 40, 45}, {"f16", 64, 45}, {"q4_0", 64, 96}, {"q6_K", 256, 256}};
+    {"f32", 40, 45}, {"f16", 64, 45}, {"q4_0", 64, 96}, {"q6_K", 256, 256}, {"q4_K", 512, 256}};
 
 TEST(VulkanKernels, FusedMatmulSiluMulAndResidualAdd) {
   for (const auto& [storage, k, n] : kFfnCases) {
