@@ -14,6 +14,7 @@
 #include "runtime/cuda/cuda_bundle.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/kernel_calls.h"
+#include "runtime/executor/launch_rope.h"
 #include "runtime/executor/repack.h"
 
 namespace kiln::cuda {
@@ -26,34 +27,6 @@ uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 absl::Status LaunchError(const PlanLaunch& l, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("launch '", l.kernel, "': ", what));
-}
-
-// The rotary embedding of a launch with rope_* constants.
-absl::StatusOr<cpu::RopeParams> RopeParamsOf(const PlanLaunch& l) {
-  absl::StatusOr<double> theta = l.Float("rope_theta");
-  absl::StatusOr<int64_t> dims = l.Int("rope_dims");
-  absl::StatusOr<std::string> style = l.String("rope_style");
-  if (!theta.ok()) return theta.status();
-  if (!dims.ok()) return dims.status();
-  if (!style.ok()) return style.status();
-  if (*style != "interleaved" && *style != "half") return LaunchError(l, "unknown rope style " + *style);
-  if (!(*theta > 0) || *dims <= 0 || *dims % 2 != 0) return LaunchError(l, "rope needs theta > 0 and even dims > 0");
-  cpu::RopeParams r;
-  r.theta = *theta;
-  r.dims = *dims;
-  r.style = *style == "half" ? cpu::RopeStyle::kHalf : cpu::RopeStyle::kInterleaved;
-  if (l.constants.Find("rope_scaling")) {
-    absl::StatusOr<std::string> scaling = l.String("rope_scaling");
-    if (!scaling.ok()) return scaling.status();
-    if (*scaling != "none" && *scaling != "linear") return LaunchError(l, "rope scaling '" + *scaling + "' is not implemented");
-    if (*scaling == "linear") {
-      absl::StatusOr<double> factor = l.Float("rope_factor");
-      if (!factor.ok()) return factor.status();
-      if (!(*factor > 0)) return LaunchError(l, "rope_factor must be positive");
-      r.linear_factor = *factor;
-    }
-  }
-  return r;
 }
 
 // What a rope table depends on (not the pair style: the angles are the same).
@@ -329,7 +302,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   std::map<RopeTableKey, std::vector<float>> rope_tables;
   for (const PlanLaunch& l : p.launches) {
     if (l.constants.Find("rope_theta") == nullptr) continue;
-    absl::StatusOr<cpu::RopeParams> rope = RopeParamsOf(l);
+    absl::StatusOr<cpu::RopeParams> rope = LaunchRope(l);
     if (!rope.ok()) return rope.status();
     if (!rope_tables.contains(RopeKey(*rope))) rope_tables[RopeKey(*rope)] = cpu::RopeTable(*rope, p.pool.max_tokens);
   }
@@ -426,7 +399,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
     return absl::OkStatus();
   };
   auto rope_of = [&](RopeConstants* r) -> absl::Status {
-    absl::StatusOr<cpu::RopeParams> rope = RopeParamsOf(l);
+    absl::StatusOr<cpu::RopeParams> rope = LaunchRope(l);
     if (!rope.ok()) return rope.status();
     r->dims = static_cast<int>(rope->dims);
     r->half_style = rope->style == cpu::RopeStyle::kHalf;

@@ -12,6 +12,7 @@
 #include "runtime/cpu/norm.h"
 #include "runtime/cpu/rope.h"
 #include "runtime/cpu/rows.h"
+#include "runtime/executor/launch_rope.h"
 #include "runtime/executor/repack.h"
 
 namespace kiln {
@@ -249,33 +250,6 @@ absl::Status CpuExecutor::RunLaunch(const PlanLaunch& l, const StepBatch& batch,
   return LaunchError(l, "the CPU backend has no kernel for this op");
 }
 
-absl::StatusOr<cpu::RopeParams> CpuExecutor::RopeFrom(const PlanLaunch& l) {
-  absl::StatusOr<double> theta = l.Float("rope_theta");
-  absl::StatusOr<int64_t> dims = l.Int("rope_dims");
-  absl::StatusOr<std::string> style = l.String("rope_style");
-  if (!theta.ok()) return theta.status();
-  if (!dims.ok()) return dims.status();
-  if (!style.ok()) return style.status();
-  cpu::RopeParams p;
-  p.theta = *theta;
-  p.dims = *dims;
-  if (*style != "interleaved" && *style != "half") return LaunchError(l, "unknown rope style " + *style);
-  p.style = *style == "half" ? cpu::RopeStyle::kHalf : cpu::RopeStyle::kInterleaved;
-  if (l.constants.Find("rope_scaling")) {
-    absl::StatusOr<std::string> scaling = l.String("rope_scaling");
-    if (!scaling.ok()) return scaling.status();
-    if (*scaling != "none" && *scaling != "linear") {
-      return LaunchError(l, "rope scaling '" + *scaling + "' is not implemented on the CPU backend");
-    }
-    if (*scaling == "linear") {
-      absl::StatusOr<double> factor = l.Float("rope_factor");
-      if (!factor.ok()) return factor.status();
-      p.linear_factor = *factor;
-    }
-  }
-  return p;
-}
-
 absl::Status CpuExecutor::RunAttentionOrRope(const PlanLaunch& l, const StepBatch& batch, size_t bucket) {
   const int64_t T = static_cast<int64_t>(batch.tokens.size());
   auto arena = [&](const std::string& role) -> float* {
@@ -292,7 +266,7 @@ absl::Status CpuExecutor::RunAttentionOrRope(const PlanLaunch& l, const StepBatc
     float* in = arena("input");
     float* out = arena("result");
     if (!in || !out) return LaunchError(l, "needs input and result");
-    absl::StatusOr<cpu::RopeParams> rope = RopeFrom(l);
+    absl::StatusOr<cpu::RopeParams> rope = LaunchRope(l);
     if (!rope.ok()) return rope.status();
     if (out != in) std::memcpy(out, in, sizeof(float) * T * *heads * *head_dim);
     if (const PlanBinding* b = l.Find("result")) rows_at_[b->arena[bucket]] = T;
@@ -312,7 +286,7 @@ absl::Status CpuExecutor::RunAttentionOrRope(const PlanLaunch& l, const StepBatc
   const int64_t qw = *heads * *head_dim, kw = *kv_heads * *head_dim;
   if (l.constants.Find("rope_theta")) {
     // Rope in the attention front: rotate copies, the arena's q and k stay as the matmul wrote them.
-    absl::StatusOr<cpu::RopeParams> rope = RopeFrom(l);
+    absl::StatusOr<cpu::RopeParams> rope = LaunchRope(l);
     if (!rope.ok()) return rope.status();
     if (scratch_.size() < static_cast<size_t>(T * (qw + kw))) scratch_.resize(T * (qw + kw));
     float* qr = scratch_.data();

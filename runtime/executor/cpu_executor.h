@@ -49,7 +49,6 @@ class CpuExecutor final : public Executor {
   CpuExecutor(Plan plan, int threads) : plan_(std::move(plan)), pool_(threads) {}
   absl::Status RunLaunch(const PlanLaunch& launch, const StepBatch& batch, size_t bucket);
   absl::Status RunAttentionOrRope(const PlanLaunch& launch, const StepBatch& batch, size_t bucket);
-  static absl::StatusOr<cpu::RopeParams> RopeFrom(const PlanLaunch& launch);
 
   Plan plan_;
   cpu::ThreadPool pool_;

@@ -1,7 +1,6 @@
 #include "runtime/vulkan/vulkan_executor.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -10,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/cpu/rope.h"
 #include "runtime/cpu/weight_storage.h"
 #include "runtime/executor/repack.h"
 #include "runtime/vulkan/vulkan_api.h"
@@ -219,18 +219,13 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
     if (bytes.size() != p.size) return absl::InternalError(absl::StrCat("weight '", w.name, "': size changed in repack"));
     if (absl::Status s = write(p.offset, bytes.data(), bytes.size()); !s.ok()) return s;
   }
-  // cos/sin per (position, pair) in double, as runtime/cpu/rope.cc computes them.
+  // cos/sin per (position, pair), as the CPU backend computes them.
   for (const auto& [t, p] : rope_tables_) {
-    const int64_t pairs = t.dims / 2;
-    std::vector<float> table(static_cast<size_t>(plan_.pool.max_tokens * pairs * 2));
-    for (int64_t pos = 0; pos < plan_.pool.max_tokens; ++pos) {
-      const double scaled = static_cast<double>(pos) / t.linear_factor;
-      for (int64_t i = 0; i < pairs; ++i) {
-        const double angle = scaled * std::pow(t.theta, -2.0 * static_cast<double>(i) / static_cast<double>(t.dims));
-        table[(pos * pairs + i) * 2] = static_cast<float>(std::cos(angle));
-        table[(pos * pairs + i) * 2 + 1] = static_cast<float>(std::sin(angle));
-      }
-    }
+    cpu::RopeParams params;
+    params.theta = t.theta;
+    params.dims = t.dims;
+    params.linear_factor = t.linear_factor;
+    const std::vector<float> table = cpu::RopeTable(params, plan_.pool.max_tokens);
     if (absl::Status s = write(p.offset, reinterpret_cast<const uint8_t*>(table.data()), table.size() * 4); !s.ok()) {
       return s;
     }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/executor/launch_rope.h"
 #include "runtime/formats/quant.h"
 
 namespace kiln::vulkan {
@@ -56,34 +57,16 @@ int64_t Rows(const PlanWeight& w) { return w.shape.size() == 2 ? w.shape[0] : 1;
 int64_t Cols(const PlanWeight& w) { return w.shape.back(); }
 
 absl::StatusOr<RopeTable> RopeOf(const PlanLaunch& l) {
-  absl::StatusOr<double> theta = l.Float("rope_theta");
-  absl::StatusOr<int64_t> dims = l.Int("rope_dims");
-  if (!theta.ok()) return theta.status();
-  if (!dims.ok()) return dims.status();
-  RopeTable t{*theta, *dims, 1.0};
-  if (l.constants.Find("rope_scaling")) {
-    absl::StatusOr<std::string> scaling = l.String("rope_scaling");
-    if (!scaling.ok()) return scaling.status();
-    if (*scaling == "linear") {
-      absl::StatusOr<double> factor = l.Float("rope_factor");
-      if (!factor.ok()) return factor.status();
-      t.linear_factor = *factor;
-    } else if (*scaling != "none") {
-      return Unsupported(l, "rope scaling '" + *scaling + "' has no Vulkan kernel");
-    }
-  }
-  if (t.dims <= 0 || t.dims % 2 != 0 || !(t.theta > 0) || !(t.linear_factor > 0)) {
-    return Unsupported(l, "rope needs even positive dims and positive theta and factor");
-  }
-  return t;
+  absl::StatusOr<cpu::RopeParams> rope = LaunchRope(l);
+  if (!rope.ok()) return Unsupported(l, std::string(rope.status().message()));
+  return RopeTable{rope->theta, rope->dims, rope->linear_factor};
 }
 
 absl::Status AddRopeConstants(const PlanLaunch& l, int64_t head_dim, InstanceBuilder& b, PlannedDispatch& d) {
   absl::StatusOr<RopeTable> rope = RopeOf(l);
   if (!rope.ok()) return rope.status();
-  absl::StatusOr<std::string> style = l.String("rope_style");
+  absl::StatusOr<std::string> style = l.String("rope_style");  // checked by LaunchRope
   if (!style.ok()) return style.status();
-  if (*style != "interleaved" && *style != "half") return Unsupported(l, "unknown rope style " + *style);
   if (rope->dims > head_dim) return Unsupported(l, "rope dims exceed head_dim");
   b.Int("ROPE_DIMS", rope->dims).Int("ROPE_STYLE", *style == "half" ? 1 : 0);
   d.uses_rope_table = true;

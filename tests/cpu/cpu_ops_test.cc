@@ -15,6 +15,7 @@
 #include "runtime/cpu/norm.h"
 #include "runtime/cpu/rope.h"
 #include "runtime/cpu/rows.h"
+#include "runtime/executor/launch_rope.h"
 #include "runtime/formats/quant.h"
 #include "tests/cpu/cpu_test_util.h"
 
@@ -127,6 +128,53 @@ TEST(RopeTest, MatchesReferenceForBothStylesAndPartialDims) {
         }
       }
     }
+  }
+}
+
+// The table the GPU backends read is exactly what Rope rotates by: rotating
+// (1, 0) of each pair gives (cos, sin) bit for bit.
+TEST(RopeTest, TableHoldsTheCosinesAndSinesRopeUses) {
+  const RopeParams p{500000.0, 8, RopeStyle::kInterleaved, 2.0};
+  const int64_t positions = 300;
+  const std::vector<float> table = RopeTable(p, positions);
+  ASSERT_EQ(table.size(), static_cast<size_t>(positions * 4 * 2));
+  for (int32_t pos : {0, 1, 7, 299}) {
+    std::vector<float> x = {1, 0, 1, 0, 1, 0, 1, 0};
+    ASSERT_TRUE(Rope(x.data(), 1, 1, 8, &pos, p).ok());
+    for (int64_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(x[2 * i], table[(pos * 4 + i) * 2]) << pos << " " << i;
+      EXPECT_EQ(x[2 * i + 1], table[(pos * 4 + i) * 2 + 1]) << pos << " " << i;
+    }
+  }
+}
+
+// Every backend reads a launch's rope constants through LaunchRope.
+TEST(RopeTest, LaunchConstantsAreReadAndBadOnesNameTheLaunch) {
+  auto launch = [](const std::string& constants) {
+    PlanLaunch l;
+    l.kernel = "paged_attention.rope.3";
+    l.op = "paged_attention";
+    l.constants = *ParseJson(constants);
+    return l;
+  };
+  absl::StatusOr<RopeParams> ok = LaunchRope(launch(
+      R"({"rope_theta": 500000, "rope_dims": 64, "rope_style": "half", "rope_scaling": "linear", "rope_factor": 4})"));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->theta, 500000.0);
+  EXPECT_EQ(ok->dims, 64);
+  EXPECT_EQ(ok->style, RopeStyle::kHalf);
+  EXPECT_EQ(ok->linear_factor, 4.0);
+  for (const std::string bad : {
+           R"({"rope_dims": 64, "rope_style": "half"})",
+           R"({"rope_theta": 10000, "rope_dims": 64, "rope_style": "neox"})",
+           R"({"rope_theta": 10000, "rope_dims": 63, "rope_style": "half"})",
+           R"({"rope_theta": 0, "rope_dims": 64, "rope_style": "half"})",
+           R"({"rope_theta": 10000, "rope_dims": 64, "rope_style": "half", "rope_scaling": "yarn"})",
+           R"({"rope_theta": 10000, "rope_dims": 64, "rope_style": "half", "rope_scaling": "linear", "rope_factor": -1})",
+       }) {
+    absl::StatusOr<RopeParams> r = LaunchRope(launch(bad));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("paged_attention.rope.3"), std::string::npos) << r.status();
   }
 }
 
