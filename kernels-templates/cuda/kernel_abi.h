@@ -47,6 +47,10 @@ KILN_ABI_FN int MatmulChunk(int k, int tile) {
              : (kMatmulSmemBudgetFloats / tile / 2560 > 0 ? kMatmulSmemBudgetFloats / tile / 2560 : 1) * 2048;
 }
 
+// matmul_tile_tc_kernel (buckets of 2-63 tokens): a block computes 16
+// weight rows x 8 tokens with 8 warps splitting K.
+constexpr int kTileTcRowsPerBlock = 16, kTileTcTokensPerBlock = 8;
+
 // The tensor-core matmul reads its activations as f16, written (normalised
 // when the launch has a norm prologue) by activations_f16_kernel once per
 // launch instead of once per output tile.
@@ -56,7 +60,9 @@ struct ActivationsF16Params {
   float eps;
   int k;
   const int* rows;
-  unsigned short* y;   // [rows, k] f16
+  unsigned short* y;   // [rows, k] f16 (activations_split_kernel: the hi halves)
+  unsigned short* y_lo;  // activations_split_kernel: [rows, k] f16, x - hi
+  float* sums;           // activations_split_kernel: [rows, k / 32] sums of x
 };
 
 // y[t, n] = epilogue(sum_k norm(x)[t, k] * W[n, k]) for t < *rows.
@@ -76,6 +82,8 @@ struct MatmulParams {
   const float* residual;  // [rows, n] for residual_add
   const unsigned short* x_f16;  // tensor-core kernel: x (normalised) as f16, [rows, k]
   int chunk;              // matmul_kernel: MatmulChunk(k, tile) elements of K staged at a time
+  const unsigned short* x_lo;  // matmul_tile_tc_kernel: x - x_f16 as f16, [rows, k]
+  const float* x_sums;         // matmul_tile_tc_kernel: sums of x per 32 elements, [rows, k / 32]
 };
 
 // One-operand and two-operand element-wise ops over rows of `width`.

@@ -5,4 +5,5 @@
 #include "attention.cuh"
 #include "matmul.cuh"
 #include "matmul_tc.cuh"
+#include "matmul_tile_tc.cuh"
 #include "rows.cuh"

@@ -281,12 +281,19 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         const int64_t split_tokens = std::min<int64_t>(p.buckets.back(), kSplitMaxTokens);
         partial_floats = std::max(partial_floats, split_tokens * *heads * kDecodeSplits * (*hd + 2));
       }
-      if (c.kind == KernelKind::kMatmul && p.buckets.back() >= kTensorCoreMinBucket) {
+      if (c.kind == KernelKind::kMatmul) {
         absl::StatusOr<int64_t> k = l.Int("k");
         const PlanBinding* w0 = l.Find(l.op == "fused_matmul" ? "weight0" : "weight");
         const PlanWeight* pw = w0 ? p.FindWeight(w0->name) : nullptr;
         const int64_t width = pw ? pw->shape.back() : (k.ok() ? *k : 0);
-        x_f16_halves = std::max(x_f16_halves, p.buckets.back() * width);
+        // f16 activations of the tensor-core matmul; for the 2-63-token
+        // buckets' tile kernel, hi and lo halves and sums per 32 (in halves).
+        if (p.buckets.back() >= kTensorCoreMinBucket) x_f16_halves = std::max(x_f16_halves, p.buckets.back() * width);
+        if (c.names.size() > 5) {
+          int64_t small = 0;
+          for (int64_t b : p.buckets) small = b < kTensorCoreMinBucket ? b : small;
+          x_f16_halves = std::max(x_f16_halves, small * (2 * width + 2 * (width / 32)));
+        }
       }
       if (c.to_scratch) {
         absl::StatusOr<std::vector<int64_t>> n = l.IntList("n");
@@ -472,6 +479,25 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           launched = launch(rc.functions[3], max_rows, 1, 256, 0, &ap);
           if (launched.ok()) {
             launched = launch(rc.functions[2], (mp.total_n + 63) / 64, (max_rows + 127) / 128, 256, 0, &mp);
+          }
+        } else if (max_rows > 1 && rc.functions.size() > 5 && mp.k % 32 == 0) {
+          // 2-63 tokens on tensor cores: x as f16 hi | lo | sums per 32.
+          ActivationsF16Params ap{};
+          ap.x = mp.x;
+          ap.gamma = mp.gamma;
+          ap.eps = mp.eps;
+          ap.k = mp.k;
+          ap.rows = rows;
+          ap.y = reinterpret_cast<unsigned short*>(x_f16_);
+          ap.y_lo = ap.y + static_cast<int64_t>(max_rows) * mp.k;
+          ap.sums = reinterpret_cast<float*>(ap.y_lo + static_cast<int64_t>(max_rows) * mp.k);
+          mp.x_f16 = ap.y;
+          mp.x_lo = ap.y_lo;
+          mp.x_sums = ap.sums;
+          launched = launch(rc.functions[4], max_rows, 1, 256, 0, &ap);
+          if (launched.ok()) {
+            launched = launch(rc.functions[5], (mp.total_n + kTileTcRowsPerBlock - 1) / kTileTcRowsPerBlock,
+                              (max_rows + kTileTcTokensPerBlock - 1) / kTileTcTokensPerBlock, 256, 0, &mp);
           }
         } else {
           const bool tiled = max_rows > 1;

@@ -34,6 +34,10 @@ KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, 
   c.names = {MatmulName(storage_template, epilogue, norm, 1), MatmulName(storage_template, epilogue, norm, kPrefillTile),
              absl::StrCat("kiln::matmul_tc_kernel<", storage_template, ", ", epilogue, ">"),
              absl::StrCat("kiln::activations_f16_kernel<", norm ? "true" : "false", ">")};
+  if (HasTileTensorCoreKernel(storage_template)) {
+    c.names.push_back(absl::StrCat("kiln::activations_split_kernel<", norm ? "true" : "false", ">"));
+    c.names.push_back(absl::StrCat("kiln::matmul_tile_tc_kernel<", storage_template, ", ", epilogue, ">"));
+  }
   c.weights = std::move(weights);
   c.epilogue = epilogue;
   c.norm = norm;
@@ -95,6 +99,12 @@ absl::StatusOr<std::vector<KernelCall>> LowerFusedMatmul(const Plan& plan, const
 }
 
 }  // namespace
+
+bool HasTileTensorCoreKernel(const std::string& storage_template) {
+  // matmul_tile_tc.cuh's TileCodes specialisations.
+  return storage_template == "kiln::StorageF16" || storage_template == "kiln::StorageQ8_0" ||
+         storage_template == "kiln::StorageQ4_K";
+}
 
 int MatmulRowsPerWarp(const std::string& storage, int tile) {
   if (tile > 1) return cuda_abi::kMatmulTiledRowsPerWarp;

@@ -45,7 +45,9 @@ struct KernelCall {
   KernelKind kind = KernelKind::kElementwise;
   // Name expressions to instantiate: [0] for bucket 1; for the matmul [1]
   // (8-token tiles, f32) for buckets below kTensorCoreMinBucket, and from
-  // there on [3] (activations to f16) followed by [2] (tensor cores).
+  // there on [3] (activations to f16) followed by [2] (tensor cores); for
+  // storages with a tile tensor-core kernel, buckets of 2 to 63 tokens run
+  // [4] (activations split into f16 hi and lo) followed by [5] instead of [1].
   std::vector<std::string> names;
   // kMatmul: the launch's weight indices (weight<i>) this call covers; with
   // `to_scratch` its outputs go to scratch buffers 0.. instead of results.
@@ -58,6 +60,10 @@ struct KernelCall {
   int elementwise_op = 0;
   bool from_scratch = false;
 };
+
+// Whether matmul_tile_tc_kernel reads this storage template (buckets of 2
+// to 63 tokens then run on tensor cores when K is a multiple of 32).
+bool HasTileTensorCoreKernel(const std::string& storage_template);
 
 // Weight rows per warp of matmul_kernel for a weight of `storage` and a tile
 // of `tile` tokens (decode: the kRows of its lane in matmul_lanes.cuh).
