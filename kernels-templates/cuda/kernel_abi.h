@@ -60,9 +60,9 @@ struct ActivationsF16Params {
   float eps;
   int k;
   const int* rows;
-  unsigned short* y;   // [rows, k] f16 (activations_split_kernel: the hi halves)
-  unsigned short* y_lo;  // activations_split_kernel: [rows, k] f16, x - hi
-  float* sums;           // activations_split_kernel: [rows, k / 32] sums of x
+  unsigned short* y;     // [rows, k] f16 (split: the hi halves)
+  unsigned short* y_lo;  // split: [rows, k] f16, x - hi
+  float* sums;           // split: [rows, k / 32] sums of x
 };
 
 // y[t, n] = epilogue(sum_k norm(x)[t, k] * W[n, k]) for t < *rows.

@@ -21,6 +21,25 @@ __device__ __forceinline__ T Pick(const T (&a)[kMaxFusedWeights], int i) {
   return i == 0 ? a[0] : i == 1 ? a[1] : a[2];
 }
 
+// Output row n of a launch (epilogue none: the rows of all its weights, in
+// order): the weight it belongs to and its row there.
+template <int kEpilogue>
+__device__ __forceinline__ void WeightRowOf(const MatmulParams& p, int n, int* weight, int* row) {
+  int wi = 0;
+  if constexpr (kEpilogue == kEpilogueNone) {
+    if (p.num_weights > 1 && n >= p.n[0]) {
+      n -= p.n[0];
+      wi = 1;
+      if (p.num_weights > 2 && n >= p.n[1]) {
+        n -= p.n[1];
+        wi = 2;
+      }
+    }
+  }
+  *weight = wi;
+  *row = n;
+}
+
 // Four activation floats at x[i..i+3] of a row of `len` (zeros past it),
 // normalised when gamma is given.
 __device__ __forceinline__ void LoadActivations4(const float* x, const float* gamma, float inv_rms, int i, int len,
@@ -87,21 +106,11 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_
   const unsigned char* weight_rows[kRows][kParts];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    int n = min(first + r, p.total_n - 1), wi = 0;
-    if constexpr (kEpilogue == kEpilogueNone) {
-      if (p.num_weights > 1 && n >= p.n[0]) {
-        n -= p.n[0];
-        wi = 1;
-        if (p.num_weights > 2 && n >= p.n[1]) {
-          n -= p.n[1];
-          wi = 2;
-        }
-      }
-    }
-    out_weight[r] = wi;
-    out_row[r] = n;
+    WeightRowOf<kEpilogue>(p, min(first + r, p.total_n - 1), &out_weight[r], &out_row[r]);
 #pragma unroll
-    for (int w = 0; w < kParts; ++w) weight_rows[r][w] = Pick(p.w, wi + w) + static_cast<long long>(n) * p.row_bytes;
+    for (int w = 0; w < kParts; ++w) {
+      weight_rows[r][w] = Pick(p.w, out_weight[r] + w) + static_cast<long long>(out_row[r]) * p.row_bytes;
+    }
   }
   float acc[kRows][kParts][kTile];
 #pragma unroll

@@ -33,30 +33,58 @@ __device__ __forceinline__ void MmaF16(float* c, const unsigned* a, const unsign
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// One block per row: x (times 1/rms and the gain when kNorm) rounded to f16.
+// 1 / rms of the row x[0..k) over the whole block (in double, as the CPU
+// backend), or 1 without the norm prologue.
 template <bool kNorm>
-__global__ void __launch_bounds__(256) activations_f16_kernel(ActivationsF16Params p) {
-  const int t = blockIdx.x;
-  if (t >= *p.rows) return;
-  const float* x = p.x + static_cast<long long>(t) * p.k;
-  float scale = 1.0f;
+__device__ __forceinline__ float BlockInvRms(const float* x, int k, float eps) {
   if constexpr (kNorm) {
-    __shared__ double partial[8];
+    __shared__ double partial[32];
     double sum = 0;
-    for (int i = threadIdx.x; i < p.k; i += blockDim.x) sum += static_cast<double>(x[i]) * x[i];
+    for (int i = threadIdx.x; i < k; i += blockDim.x) sum += static_cast<double>(x[i]) * x[i];
     sum = WarpSumDouble(sum);
     if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
     __syncthreads();
     double total = 0;
     for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) total += partial[w];
-    scale = static_cast<float>(1.0 / sqrt(total / static_cast<double>(p.k) + p.eps));
+    return static_cast<float>(1.0 / sqrt(total / static_cast<double>(k) + eps));
+  } else {
+    return 1.0f;
   }
+}
+
+// One block per row: x (times 1/rms and the gain when kNorm) rounded to
+// f16; with kSplit also the rest, x - hi, as f16 (x = hi + lo to ~22 bits)
+// and the sums of x per 32 elements (matmul_tile_tc_kernel; K a multiple of 32).
+template <bool kNorm, bool kSplit>
+__global__ void __launch_bounds__(256) activations_f16_kernel(ActivationsF16Params p) {
+  const int t = blockIdx.x;
+  if (t >= *p.rows) return;
+  const float* x = p.x + static_cast<long long>(t) * p.k;
+  const float scale = BlockInvRms<kNorm>(x, p.k, p.eps);
   unsigned short* y = p.y + static_cast<long long>(t) * p.k;
-  for (int i = threadIdx.x; i < p.k; i += blockDim.x) {
-    const float v = kNorm ? __fmul_rn(__fmul_rn(x[i], scale), p.gamma[i]) : x[i];
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    y[i] = h;
+  if constexpr (!kSplit) {
+    for (int i = threadIdx.x; i < p.k; i += blockDim.x) {
+      const float v = kNorm ? __fmul_rn(__fmul_rn(x[i], scale), p.gamma[i]) : x[i];
+      unsigned short h;
+      asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+      y[i] = h;
+    }
+  } else {
+    unsigned short* lo = p.y_lo + static_cast<long long>(t) * p.k;
+    float* sums = p.sums + static_cast<long long>(t) * (p.k / 32);
+    // A warp per 32-element group: lane i takes element i.
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int g = warp; g < p.k / 32; g += blockDim.x / 32) {
+      const int i = 32 * g + lane;
+      const float v = kNorm ? __fmul_rn(__fmul_rn(x[i], scale), p.gamma[i]) : x[i];
+      unsigned short h, l;
+      asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+      asm("cvt.rn.f16.f32 %0, %1;" : "=h"(l) : "f"(v - HalfToFloat(h)));
+      y[i] = h;
+      lo[i] = l;
+      const float s = WarpSum(v);
+      if (lane == 0) sums[g] = s;
+    }
   }
 }
 
@@ -75,17 +103,8 @@ __global__ void __launch_bounds__(256) matmul_tc_kernel(MatmulParams p) {
   const int load_row = tid / 4, load_col = (tid % 4) * 8;
   const unsigned char* wrow[kParts];
   {
-    int n = n0 + load_row, wi = 0;
-    if constexpr (kEpilogue == kEpilogueNone) {
-      if (p.num_weights > 1 && n >= p.n[0]) {
-        n -= p.n[0];
-        wi = 1;
-        if (p.num_weights > 2 && n >= p.n[1]) {
-          n -= p.n[1];
-          wi = 2;
-        }
-      }
-    }
+    int wi, n;
+    WeightRowOf<kEpilogue>(p, n0 + load_row, &wi, &n);
     const bool valid = n0 + load_row < p.total_n;
 #pragma unroll
     for (int w = 0; w < kParts; ++w) {
@@ -189,19 +208,10 @@ __global__ void __launch_bounds__(256) matmul_tc_kernel(MatmulParams p) {
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int token = t0 + 32 * wm + 16 * i + g + (r >= 2 ? 8 : 0);
-        int n = n0 + 32 * wn + 8 * j + 2 * q + (r % 2);
-        if (token >= rows || n >= p.total_n) continue;
-        int wi = 0;
-        if constexpr (kEpilogue == kEpilogueNone) {
-          if (p.num_weights > 1 && n >= p.n[0]) {
-            n -= p.n[0];
-            wi = 1;
-            if (p.num_weights > 2 && n >= p.n[1]) {
-              n -= p.n[1];
-              wi = 2;
-            }
-          }
-        }
+        const int out = n0 + 32 * wn + 8 * j + 2 * q + (r % 2);
+        if (token >= rows || out >= p.total_n) continue;
+        int wi, n;
+        WeightRowOf<kEpilogue>(p, out, &wi, &n);
         const long long at = static_cast<long long>(token) * Pick(p.n, wi) + n;
         float v = acc[0][i][j][r];
         if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(acc[0][i][j][r]) * acc[kParts - 1][i][j][r];

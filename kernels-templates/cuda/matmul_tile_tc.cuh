@@ -4,8 +4,8 @@
 // epilogue. The weights enter the MMA as their raw codes (f16 values, q4_K
 // nibbles, q8_0 integers: all exact in f16) with the block scales applied per
 // 32-element step outside it; the activations enter as two f16 halves (hi +
-// lo, written once per launch by activations_split_kernel), so the products
-// keep about f32 precision. Each thread takes 8 consecutive elements of a
+// lo, written once per launch by activations_f16_kernel<kNorm, true>), so
+// the products keep about f32 precision. Each thread takes 8 consecutive elements of a
 // 32-element step (its A and B fragments read the same permutation of k).
 // Storages with a TileCodes specialisation only (f16, q8_0, q4_K); the
 // runtime sends the others to matmul_kernel's 8-token tiles.
@@ -97,43 +97,6 @@ struct TileCodes<StorageQ4_K> {
   }
 };
 
-// One block per token row: x (times 1/rms and the gain when kNorm) as f16
-// hi and lo halves (x = hi + lo to ~22 bits) and its sums per 32 elements.
-template <bool kNorm>
-__global__ void __launch_bounds__(256) activations_split_kernel(ActivationsF16Params p) {
-  const int t = blockIdx.x;
-  if (t >= *p.rows) return;
-  const float* x = p.x + static_cast<long long>(t) * p.k;
-  float scale = 1.0f;
-  if constexpr (kNorm) {
-    __shared__ double partial[8];
-    double sum = 0;
-    for (int i = threadIdx.x; i < p.k; i += blockDim.x) sum += static_cast<double>(x[i]) * x[i];
-    sum = WarpSumDouble(sum);
-    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
-    __syncthreads();
-    double total = 0;
-    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) total += partial[w];
-    scale = static_cast<float>(1.0 / sqrt(total / static_cast<double>(p.k) + p.eps));
-  }
-  unsigned short* hi = p.y + static_cast<long long>(t) * p.k;
-  unsigned short* lo = p.y_lo + static_cast<long long>(t) * p.k;
-  float* sums = p.sums + static_cast<long long>(t) * (p.k / 32);
-  // A warp per 32-element group: lane i takes element i.
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int g = warp; g < p.k / 32; g += blockDim.x / 32) {
-    const int i = 32 * g + lane;
-    const float v = kNorm ? __fmul_rn(__fmul_rn(x[i], scale), p.gamma[i]) : x[i];
-    unsigned short h, l;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(l) : "f"(v - HalfToFloat(h)));
-    hi[i] = h;
-    lo[i] = l;
-    const float s = WarpSum(v);
-    if (lane == 0) sums[g] = s;
-  }
-}
-
 // grid (ceil(total_n / 16), ceil(bucket / 8)), kTileTcWarps warps.
 template <class S, int kEpilogue>
 __global__ void __launch_bounds__(32 * kTileTcWarps) matmul_tile_tc_kernel(MatmulParams p) {
@@ -150,21 +113,11 @@ __global__ void __launch_bounds__(32 * kTileTcWarps) matmul_tile_tc_kernel(Matmu
   const unsigned char* wrow[2][kParts];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    int n = min(n0 + g + 8 * h, p.total_n - 1), wi = 0;
-    if constexpr (kEpilogue == kEpilogueNone) {
-      if (p.num_weights > 1 && n >= p.n[0]) {
-        n -= p.n[0];
-        wi = 1;
-        if (p.num_weights > 2 && n >= p.n[1]) {
-          n -= p.n[1];
-          wi = 2;
-        }
-      }
-    }
-    out_weight[h] = wi;
-    out_row[h] = n;
+    WeightRowOf<kEpilogue>(p, min(n0 + g + 8 * h, p.total_n - 1), &out_weight[h], &out_row[h]);
 #pragma unroll
-    for (int w = 0; w < kParts; ++w) wrow[h][w] = Pick(p.w, wi + w) + static_cast<long long>(n) * p.row_bytes;
+    for (int w = 0; w < kParts; ++w) {
+      wrow[h][w] = Pick(p.w, out_weight[h] + w) + static_cast<long long>(out_row[h]) * p.row_bytes;
+    }
   }
   // Token g's activations (B fragments); past the step's rows, zeros.
   const int token = t0 + g;

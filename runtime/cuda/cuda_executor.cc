@@ -466,32 +466,25 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
             if (mp.residual == nullptr) return LaunchError(l, "residual_add needs a residual");
           }
         }
+        // The tensor-core paths' activations, written once per launch.
+        ActivationsF16Params ap{};
+        ap.x = mp.x;
+        ap.gamma = mp.gamma;
+        ap.eps = mp.eps;
+        ap.k = mp.k;
+        ap.rows = rows;
+        ap.y = reinterpret_cast<unsigned short*>(x_f16_);
+        mp.x_f16 = ap.y;
         absl::Status launched;
         if (max_rows >= kTensorCoreMinBucket) {
-          ActivationsF16Params ap{};
-          ap.x = mp.x;
-          ap.gamma = mp.gamma;
-          ap.eps = mp.eps;
-          ap.k = mp.k;
-          ap.rows = rows;
-          ap.y = reinterpret_cast<unsigned short*>(x_f16_);
-          mp.x_f16 = ap.y;
           launched = launch(rc.functions[3], max_rows, 1, 256, 0, &ap);
           if (launched.ok()) {
             launched = launch(rc.functions[2], (mp.total_n + 63) / 64, (max_rows + 127) / 128, 256, 0, &mp);
           }
         } else if (max_rows > 1 && rc.functions.size() > 5 && mp.k % 32 == 0) {
           // 2-63 tokens on tensor cores: x as f16 hi | lo | sums per 32.
-          ActivationsF16Params ap{};
-          ap.x = mp.x;
-          ap.gamma = mp.gamma;
-          ap.eps = mp.eps;
-          ap.k = mp.k;
-          ap.rows = rows;
-          ap.y = reinterpret_cast<unsigned short*>(x_f16_);
           ap.y_lo = ap.y + static_cast<int64_t>(max_rows) * mp.k;
           ap.sums = reinterpret_cast<float*>(ap.y_lo + static_cast<int64_t>(max_rows) * mp.k);
-          mp.x_f16 = ap.y;
           mp.x_lo = ap.y_lo;
           mp.x_sums = ap.sums;
           launched = launch(rc.functions[4], max_rows, 1, 256, 0, &ap);

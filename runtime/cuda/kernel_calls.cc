@@ -33,9 +33,9 @@ KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, 
   c.kind = KernelKind::kMatmul;
   c.names = {MatmulName(storage_template, epilogue, norm, 1), MatmulName(storage_template, epilogue, norm, kPrefillTile),
              absl::StrCat("kiln::matmul_tc_kernel<", storage_template, ", ", epilogue, ">"),
-             absl::StrCat("kiln::activations_f16_kernel<", norm ? "true" : "false", ">")};
+             absl::StrCat("kiln::activations_f16_kernel<", norm ? "true" : "false", ", false>")};
   if (HasTileTensorCoreKernel(storage_template)) {
-    c.names.push_back(absl::StrCat("kiln::activations_split_kernel<", norm ? "true" : "false", ">"));
+    c.names.push_back(absl::StrCat("kiln::activations_f16_kernel<", norm ? "true" : "false", ", true>"));
     c.names.push_back(absl::StrCat("kiln::matmul_tile_tc_kernel<", storage_template, ", ", epilogue, ">"));
   }
   c.weights = std::move(weights);
