@@ -46,17 +46,6 @@ std::vector<float> Gaussian(size_t n, uint32_t seed) {
   return out;
 }
 
-// ||a - b|| / ||a||.
-double RelL2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = static_cast<double>(a[i]) - b[i];
-    num += d * d;
-    den += static_cast<double>(a[i]) * a[i];
-  }
-  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
-}
-
 size_t RowBytes(GgmlType type, size_t n) { return static_cast<size_t>(*GgmlRowBytes(type, n)); }
 
 std::vector<float> Decode(GgmlType type, const std::vector<uint8_t>& bytes, size_t n) {
@@ -442,13 +431,13 @@ TEST_P(QuantRoundTripTest, GaussianWithinBound) {
       const std::vector<float> x = Gaussian(n, seed * 7919 + static_cast<uint32_t>(n));
       const std::vector<uint8_t> q = Encode(c.type, x);
       const std::vector<float> y = Decode(c.type, q, n);
-      const double err = RelL2(x, y);
+      const double err = testing::RelativeL2(y, x);
       worst = std::max(worst, err);
       EXPECT_LE(err, c.bound) << GgmlTypeName(c.type) << " n=" << n << " seed=" << seed;
       // Scaling the data must scale the error alike (scales are relative).
       std::vector<float> x_small = x;
       for (float& v : x_small) v *= 1e-3f;
-      EXPECT_LE(RelL2(x_small, Decode(c.type, Encode(c.type, x_small), n)), c.bound * 1.05 + 1e-6)
+      EXPECT_LE(testing::RelativeL2(Decode(c.type, Encode(c.type, x_small), n), x_small), c.bound * 1.05 + 1e-6)
           << GgmlTypeName(c.type) << " n=" << n << " scaled by 1e-3";
     }
   }
@@ -491,7 +480,7 @@ TEST(QuantRoundTripTest, SpecialBlocks) {
 
     std::vector<float> negative = Gaussian(n, 99);
     for (float& v : negative) v = -std::fabs(v) - 1.0f;
-    EXPECT_LT(RelL2(negative, Decode(type, Encode(type, negative), n)), 0.3);
+    EXPECT_LT(testing::RelativeL2(Decode(type, Encode(type, negative), n), negative), 0.3);
   }
 }
 
@@ -551,7 +540,7 @@ std::map<GgmlType, int> CheckAgainstF32(const std::string& rel) {
     }
     const std::vector<float> x = DecodeTensor(*orig);
     const std::vector<float> y = DecodeTensor(t);
-    const double err = RelL2(x, y);
+    const double err = testing::RelativeL2(y, x);
     EXPECT_LE(err, RealBound(t.type));
     std::printf("[ measure  ] %-28s %-5s relative L2 %.5f\n", t.name.c_str(),
                 std::string(GgmlTypeName(t.type)).c_str(), err);
@@ -766,7 +755,7 @@ TEST_P(GroupedRoundTripTest, GaussianWithinBound) {
       const size_t n = static_cast<size_t>(c.group * groups);
       const std::vector<float> x = Gaussian(n, seed * 104729 + static_cast<uint32_t>(n));
       const double err =
-          RelL2(x, DecodeGrouped(c.kind, c.group, EncodeGrouped(c.kind, c.group, x), n));
+          testing::RelativeL2(DecodeGrouped(c.kind, c.group, EncodeGrouped(c.kind, c.group, x), n), x);
       worst = std::max(worst, err);
       EXPECT_LE(err, c.bound) << "n=" << n << " seed=" << seed;
       // Shifting the data is absorbed by m; scaling it, by d.
@@ -778,7 +767,7 @@ TEST_P(GroupedRoundTripTest, GaussianWithinBound) {
           DecodeGrouped(c.kind, c.group, EncodeGrouped(c.kind, c.group, shifted), n);
       std::vector<float> yc = ys;
       for (float& v : yc) v -= 4e-3f;
-      EXPECT_LE(RelL2(centred, yc), c.bound * 1.1) << "n=" << n << " shifted and scaled";
+      EXPECT_LE(testing::RelativeL2(yc, centred), c.bound * 1.1) << "n=" << n << " shifted and scaled";
     }
   }
   std::printf("[ measure  ] %s g%-4d worst relative L2 %.5f (bound %.5f)\n",
@@ -818,7 +807,7 @@ TEST(GroupedRoundTripTest, SpecialGroups) {
     // All positive (m well above 0, which the k-quants' min cannot express).
     std::vector<float> positive = Gaussian(n, 5);
     for (float& v : positive) v = 10.0f + 0.1f * v;
-    EXPECT_LT(RelL2(positive, DecodeGrouped(kind, 32, EncodeGrouped(kind, 32, positive), n)), 0.01);
+    EXPECT_LT(testing::RelativeL2(DecodeGrouped(kind, 32, EncodeGrouped(kind, 32, positive), n), positive), 0.01);
   }
 }
 
