@@ -54,6 +54,11 @@ constexpr int kTileTcRowsPerBlock = 16, kTileTcTokensPerBlock = 8;
 // The tensor-core matmul reads its activations as f16, written (normalised
 // when the launch has a norm prologue) by activations_f16_kernel once per
 // launch instead of once per output tile.
+// activations_f16_kernel: elements per block (a multiple of 32); the grid
+// is (rows, ceil(k / kActivationsChunk)).
+constexpr int kActivationsChunk = 1024;
+KILN_ABI_FN int ActivationsChunks(int k) { return (k + kActivationsChunk - 1) / kActivationsChunk; }
+
 struct ActivationsF16Params {
   const float* x;
   const float* gamma;  // or null

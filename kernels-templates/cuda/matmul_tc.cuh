@@ -26,8 +26,7 @@ __device__ __forceinline__ unsigned PackHalf2(float lo, float hi) {
 }
 
 __device__ __forceinline__ void MmaF16(float* c, const unsigned* a, const unsigned* b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
@@ -52,18 +51,22 @@ __device__ __forceinline__ float BlockInvRms(const float* x, int k, float eps) {
   }
 }
 
-// One block per row: x (times 1/rms and the gain when kNorm) rounded to
-// f16; with kSplit also the rest, x - hi, as f16 (x = hi + lo to ~22 bits)
-// and the sums of x per 32 elements (matmul_tile_tc_kernel; K a multiple of 32).
+// A block per (row, kActivationsChunk elements): x (times 1/rms and the gain
+// when kNorm; each block takes the row's 1/rms itself) rounded to f16; with
+// kSplit also the rest, x - hi, as f16 (x = hi + lo to ~22 bits) and the sums
+// of x per 32 elements (matmul_tile_tc_kernel; K a multiple of 32). One
+// block per row left a small bucket's launch at 8 blocks and ~30 us for
+// K = 14336, as long as the matmul it feeds.
 template <bool kNorm, bool kSplit>
 __global__ void __launch_bounds__(256) activations_f16_kernel(ActivationsF16Params p) {
-  const int t = blockIdx.x;
-  if (t >= *p.rows) return;
+  const int t = blockIdx.x, c0 = blockIdx.y * kActivationsChunk;
+  if (t >= *p.rows || c0 >= p.k) return;
+  const int end = min(p.k, c0 + kActivationsChunk);
   const float* x = p.x + static_cast<long long>(t) * p.k;
   const float scale = BlockInvRms<kNorm>(x, p.k, p.eps);
   unsigned short* y = p.y + static_cast<long long>(t) * p.k;
   if constexpr (!kSplit) {
-    for (int i = threadIdx.x; i < p.k; i += blockDim.x) {
+    for (int i = c0 + threadIdx.x; i < end; i += blockDim.x) {
       const float v = kNorm ? __fmul_rn(__fmul_rn(x[i], scale), p.gamma[i]) : x[i];
       unsigned short h;
       asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
@@ -74,7 +77,7 @@ __global__ void __launch_bounds__(256) activations_f16_kernel(ActivationsF16Para
     float* sums = p.sums + static_cast<long long>(t) * (p.k / 32);
     // A warp per 32-element group: lane i takes element i.
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int g = warp; g < p.k / 32; g += blockDim.x / 32) {
+    for (int g = c0 / 32 + warp; g < end / 32; g += blockDim.x / 32) {
       const int i = 32 * g + lane;
       const float v = kNorm ? __fmul_rn(__fmul_rn(x[i], scale), p.gamma[i]) : x[i];
       unsigned short h, l;

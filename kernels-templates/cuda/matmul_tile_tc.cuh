@@ -1,24 +1,27 @@
-// Weight-times-activation for buckets of 2-63 tokens on tensor cores
+// Weight-times-activation for buckets of 8-63 tokens on tensor cores
 // (mma.sync m16n8k16): a warp computes 16 weight rows x 8 tokens, the 8
-// warps of a block split K, and one warp adds their sums and applies the
-// epilogue. The weights enter the MMA as their raw codes (f16 values, q4_K
+// warps of a block split K in spans of 64 elements, and one warp adds their
+// sums and applies the epilogue. The weights enter the MMA as their raw codes (f16 values, q4_K
 // nibbles, q8_0 integers: all exact in f16) with the block scales applied per
 // 32-element step outside it; the activations enter as two f16 halves (hi +
 // lo, written once per launch by activations_f16_kernel<kNorm, true>), so
-// the products keep about f32 precision. Each thread takes 8 consecutive elements of a
-// 32-element step (its A and B fragments read the same permutation of k).
+// the products keep about f32 precision. Each thread takes 8 consecutive
+// elements of a 32-element step (its A and B fragments read the same
+// permutation of k).
 // Storages with a TileCodes specialisation only (f16, q8_0, q4_K); the
 // runtime sends the others to matmul_kernel's 8-token tiles.
 #pragma once
 
 #include "common.cuh"
 #include "matmul.cuh"
+#include "matmul_lanes.cuh"
 #include "matmul_tc.cuh"
 #include "storage.cuh"
 
 namespace kiln {
 
 constexpr int kTileTcRows = kTileTcRowsPerBlock, kTileTcTokens = kTileTcTokensPerBlock, kTileTcWarps = 8;
+
 
 // Two f16 lanes: bytes b0, b1 of w (each 0..255) as 1024 + b.
 __device__ __forceinline__ unsigned BytesToHalf2(unsigned w, unsigned selector) {
@@ -36,71 +39,158 @@ __device__ __forceinline__ void BytesToHalves(unsigned w, unsigned bias, unsigne
   *hi = SubHalf2(BytesToHalf2(w, 0x5342u), bias);
 }
 
-// Raw codes of elements e + 8q .. e + 8q + 7 of a row (e a multiple of 32)
-// as four f16 pairs, and the step's scale and min: the step's dot product
-// is scale * sum(code * x) - min * sum(x).
-template <class S>
+// A span of kHalves 32-element steps of a row, from element e (a multiple of
+// 32; of 64 when kHalves is 2), as the loads of one thread (its 8
+// consecutive elements e + 32h + 8q .. + 7 of each step h): Load issues them
+// all (so a warp has the spans of all its rows in flight before it uses
+// any), Codes gives step h's raw codes as four f16 pairs, Scale its scale and
+// min: the step's dot product is scale * sum(code * x) - min * sum(x).
+// kInFlight spans per warp are loaded ahead, as the registers allow.
+template <class S, int kHalves>
 struct TileCodes;
 
-template <>
-struct TileCodes<StorageF16> {
+template <int kHalves>
+struct TileCodes<StorageF16, kHalves> {
   static constexpr bool kHasMin = false;
-  __device__ static bool Fits(int k) { return k % 32 == 0; }
-  __device__ static uint4 Codes(const unsigned char* row, int e, int q) {
-    return __ldg(reinterpret_cast<const uint4*>(row + 2 * (e + 8 * q)));
+  static constexpr int kInFlight = 1;  // 32 bytes per row and span: two spans spill
+  struct Raw {
+    uint4 c[kHalves];
+  };
+  __device__ static Raw Load(const unsigned char* row, int e, int q) {
+    Raw r;
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) r.c[h] = __ldg(reinterpret_cast<const uint4*>(row + 2 * (e + 32 * h + 8 * q)));
+    return r;
   }
-  __device__ static void Scale(const unsigned char*, int, float* scale, float* min) {
+  __device__ static uint4 Codes(const Raw& r, int h) { return r.c[h]; }
+  __device__ static void Scale(const Raw&, int, int, float* scale, float* min) {
     *scale = 1.0f;
     *min = 0.0f;
   }
 };
 
-template <>
-struct TileCodes<StorageQ8_0> {
+template <int kHalves>
+struct TileCodes<StorageQ8_0, kHalves> {
   static constexpr bool kHasMin = false;
-  __device__ static bool Fits(int k) { return k % 32 == 0; }
-  __device__ static uint4 Codes(const unsigned char* row, int e, int q) {
-    const unsigned char* b = row + (e / 32) * 34 + 2 + 8 * q;  // 2-byte aligned
-    const unsigned w0 = (LoadU16(b) | (static_cast<unsigned>(LoadU16(b + 2)) << 16)) ^ 0x80808080u;
-    const unsigned w1 = (LoadU16(b + 4) | (static_cast<unsigned>(LoadU16(b + 6)) << 16)) ^ 0x80808080u;
-    uint4 r;
-    BytesToHalves(w0, 0x64806480u, &r.x, &r.y);  // (1024 + q + 128) - 1152
-    BytesToHalves(w1, 0x64806480u, &r.z, &r.w);
+  static constexpr int kInFlight = 2;
+  struct Raw {
+    unsigned w[kHalves][2];
+    unsigned short d[kHalves];
+  };
+  __device__ static Raw Load(const unsigned char* row, int e, int q) {
+    Raw r;
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      const unsigned char* blk = row + (e / 32 + h) * 34;
+      const unsigned char* b = blk + 2 + 8 * q;  // 2-byte aligned
+      r.w[h][0] = LoadU16(b) | (static_cast<unsigned>(LoadU16(b + 2)) << 16);
+      r.w[h][1] = LoadU16(b + 4) | (static_cast<unsigned>(LoadU16(b + 6)) << 16);
+      r.d[h] = LoadU16(blk);
+    }
     return r;
   }
-  __device__ static void Scale(const unsigned char* row, int e, float* scale, float* min) {
-    *scale = LoadHalf(row + (e / 32) * 34);
+  __device__ static uint4 Codes(const Raw& r, int h) {
+    uint4 c;
+    BytesToHalves(r.w[h][0] ^ 0x80808080u, 0x64806480u, &c.x, &c.y);  // (1024 + q + 128) - 1152
+    BytesToHalves(r.w[h][1] ^ 0x80808080u, 0x64806480u, &c.z, &c.w);
+    return c;
+  }
+  __device__ static void Scale(const Raw& r, int, int h, float* scale, float* min) {
+    *scale = HalfToFloat(r.d[h]);
     *min = 0.0f;
   }
 };
 
-template <>
-struct TileCodes<StorageQ4_K> {
+// q4_K: the two steps of a span are the low and high nibbles of the same 32
+// code bytes (8 per thread), with the block's 16-byte header (d, dmin and
+// the packed 6-bit scales and mins, unpacked as the decode GEMV does).
+template <int kHalves>
+struct TileCodes<StorageQ4_K, kHalves> {
   static constexpr bool kHasMin = true;
-  __device__ static bool Fits(int) { return true; }
-  __device__ static uint4 Codes(const unsigned char* row, int e, int q) {
-    const int x = e % 256, s = x / 32;
-    const uint2 u = __ldg(reinterpret_cast<const uint2*>(row + (e / 256) * 144 + 16 + 32 * (s / 2) + 8 * q));
-    const int shift = 4 * (s % 2);
-    uint4 r;
-    BytesToHalves((u.x >> shift) & 0x0F0F0F0Fu, 0x64006400u, &r.x, &r.y);
-    BytesToHalves((u.y >> shift) & 0x0F0F0F0Fu, 0x64006400u, &r.z, &r.w);
-    return r;
-  }
-  __device__ static void Scale(const unsigned char* row, int e, float* scale, float* min) {
+  static constexpr int kInFlight = 2;
+  struct Raw {
+    uint2 qs;
+    uint4 head;
+  };
+  __device__ static Raw Load(const unsigned char* row, int e, int q) {
     const unsigned char* b = row + (e / 256) * 144;
-    int sc, mn;
-    ScaleMinK4(b + 4, (e % 256) / 32, &sc, &mn);
-    const unsigned dm = __ldg(reinterpret_cast<const unsigned*>(b));
-    *scale = HalfToFloat(static_cast<unsigned short>(dm & 0xFFFF)) * static_cast<float>(sc);
-    *min = HalfToFloat(static_cast<unsigned short>(dm >> 16)) * static_cast<float>(mn);
+    return {__ldg(reinterpret_cast<const uint2*>(b + 16 + 32 * ((e % 256) / 64) + 8 * q)),
+            __ldg(reinterpret_cast<const uint4*>(b))};
+  }
+  __device__ static uint4 Codes(const Raw& r, int h) {
+    // Step h of the span is nibble ((e / 32) + h) % 2; a span of one step
+    // starts at an even sub-block (K is a multiple of 256).
+    const int shift = 4 * h;
+    uint4 c;
+    BytesToHalves((r.qs.x >> shift) & 0x0F0F0F0Fu, 0x64006400u, &c.x, &c.y);
+    BytesToHalves((r.qs.y >> shift) & 0x0F0F0F0Fu, 0x64006400u, &c.z, &c.w);
+    return c;
+  }
+  __device__ static void Scale(const Raw& r, int e, int h, float* scale, float* min) {
+    float sc, mn;
+    LaneQ4_K::ScaleMin(r.head, (e % 256) / 32 + h, &sc, &mn);
+    *scale = HalfToFloat(static_cast<unsigned short>(r.head.x & 0xFFFF)) * sc;
+    *min = HalfToFloat(static_cast<unsigned short>(r.head.x >> 16)) * mn;
   }
 };
 
+// One span of kHalves steps from element e for this thread's rows g and
+// g + 8 and token g: every load first, then per step the codes of both rows
+// as A fragments and the hi and lo activations as B fragments.
+template <class S, int kParts, int kHalves>
+__device__ __forceinline__ void TileSpan(const unsigned char* const (&wrow)[2][kParts], int e, int q, bool token_ok,
+                                         const unsigned short* xhi, const unsigned short* xlo, const float* sums0,
+                                         const float* sums1, float (&acc)[kParts][4]) {
+  using Codes = TileCodes<S, kHalves>;
+  uint4 bh[kHalves], bl[kHalves];
+  float sx0[kHalves], sx1[kHalves];
+#pragma unroll
+  for (int h = 0; h < kHalves; ++h) {
+    bh[h] = bl[h] = make_uint4(0, 0, 0, 0);
+    if (token_ok) {
+      bh[h] = __ldg(reinterpret_cast<const uint4*>(xhi + e + 32 * h + 8 * q));
+      bl[h] = __ldg(reinterpret_cast<const uint4*>(xlo + e + 32 * h + 8 * q));
+    }
+    sx0[h] = sx1[h] = 0.0f;
+    if constexpr (Codes::kHasMin) {
+      sx0[h] = sums0[e / 32 + h];
+      sx1[h] = sums1[e / 32 + h];
+    }
+  }
+  typename Codes::Raw raw[2][kParts];
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int w = 0; w < kParts; ++w) raw[r][w] = Codes::Load(wrow[r][w], e, q);
+#pragma unroll
+  for (int h = 0; h < kHalves; ++h) {
+    const unsigned bh0[2] = {bh[h].x, bh[h].y}, bh1[2] = {bh[h].z, bh[h].w};
+    const unsigned bl0[2] = {bl[h].x, bl[h].y}, bl1[2] = {bl[h].z, bl[h].w};
+#pragma unroll
+    for (int w = 0; w < kParts; ++w) {
+      const uint4 c0 = Codes::Codes(raw[0][w], h), c1 = Codes::Codes(raw[1][w], h);
+      float scale[2], min[2];
+      Codes::Scale(raw[0][w], e, h, &scale[0], &min[0]);
+      Codes::Scale(raw[1][w], e, h, &scale[1], &min[1]);
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      const unsigned a0[4] = {c0.x, c1.x, c0.y, c1.y};
+      const unsigned a1[4] = {c0.z, c1.z, c0.w, c1.w};
+      MmaF16(c, a0, bh0);
+      MmaF16(c, a0, bl0);
+      MmaF16(c, a1, bh1);
+      MmaF16(c, a1, bl1);
+      // c: (row g, tokens 2q, 2q + 1), (row g + 8, tokens 2q, 2q + 1).
+      acc[w][0] += scale[0] * c[0] - min[0] * sx0[h];
+      acc[w][1] += scale[0] * c[1] - min[0] * sx1[h];
+      acc[w][2] += scale[1] * c[2] - min[1] * sx0[h];
+      acc[w][3] += scale[1] * c[3] - min[1] * sx1[h];
+    }
+  }
+}
+
 // grid (ceil(total_n / 16), ceil(bucket / 8)), kTileTcWarps warps.
 template <class S, int kEpilogue>
-__global__ void __launch_bounds__(32 * kTileTcWarps) matmul_tile_tc_kernel(MatmulParams p) {
-  using Codes = TileCodes<S>;
+__global__ void __launch_bounds__(32 * kTileTcWarps, 2) matmul_tile_tc_kernel(MatmulParams p) {
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   const int rows = *p.rows;
   const int t0 = blockIdx.y * kTileTcTokens;
@@ -135,46 +225,15 @@ __global__ void __launch_bounds__(32 * kTileTcWarps) matmul_tile_tc_kernel(Matmu
 #pragma unroll
     for (int r = 0; r < 4; ++r) acc[w][r] = 0.0f;
 
-  const int steps = p.k / 32;
-#pragma unroll 2
-  for (int s = warp; s < steps; s += kTileTcWarps) {
-    const int e = 32 * s;
-    uint4 bh = make_uint4(0, 0, 0, 0), bl = make_uint4(0, 0, 0, 0);
-    if (token_ok) {
-      bh = __ldg(reinterpret_cast<const uint4*>(xhi + e + 8 * q));
-      bl = __ldg(reinterpret_cast<const uint4*>(xlo + e + 8 * q));
-    }
-    uint4 codes[2][kParts];
-    float scales[2][kParts], mins[2][kParts];
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int w = 0; w < kParts; ++w) {
-        codes[h][w] = Codes::Codes(wrow[h][w], e, q);
-        Codes::Scale(wrow[h][w], e, &scales[h][w], &mins[h][w]);
-      }
-    float sx0 = 0.0f, sx1 = 0.0f;
-    if constexpr (Codes::kHasMin) {
-      sx0 = sums0[s];
-      sx1 = sums1[s];
-    }
-#pragma unroll
-    for (int w = 0; w < kParts; ++w) {
-      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      const unsigned a0[4] = {codes[0][w].x, codes[1][w].x, codes[0][w].y, codes[1][w].y};
-      const unsigned a1[4] = {codes[0][w].z, codes[1][w].z, codes[0][w].w, codes[1][w].w};
-      const unsigned bh0[2] = {bh.x, bh.y}, bh1[2] = {bh.z, bh.w};
-      const unsigned bl0[2] = {bl.x, bl.y}, bl1[2] = {bl.z, bl.w};
-      MmaF16(c, a0, bh0);
-      MmaF16(c, a0, bl0);
-      MmaF16(c, a1, bh1);
-      MmaF16(c, a1, bl1);
-      // c: (row g, tokens 2q, 2q + 1), (row g + 8, tokens 2q, 2q + 1).
-      acc[w][0] += scales[0][w] * c[0] - mins[0][w] * sx0;
-      acc[w][1] += scales[0][w] * c[1] - mins[0][w] * sx1;
-      acc[w][2] += scales[1][w] * c[2] - mins[1][w] * sx0;
-      acc[w][3] += scales[1][w] * c[3] - mins[1][w] * sx1;
-    }
+  // Spans of two steps split among the warps, kInFlight at a time; an odd
+  // last step alone.
+  const int steps = p.k / 32, pairs = steps / 2;
+#pragma unroll(TileCodes<S, 2>::kInFlight)
+  for (int s2 = warp; s2 < pairs; s2 += kTileTcWarps) {
+    TileSpan<S, kParts, 2>(wrow, 64 * s2, q, token_ok, xhi, xlo, sums0, sums1, acc);
+  }
+  if (steps % 2 == 1 && warp == pairs % kTileTcWarps) {
+    TileSpan<S, kParts, 1>(wrow, 32 * (steps - 1), q, token_ok, xhi, xlo, sums0, sums1, acc);
   }
 
   // The warps' K slices, added by warp 0.

@@ -477,7 +477,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         mp.x_f16 = ap.y;
         absl::Status launched;
         if (max_rows >= kTensorCoreMinBucket) {
-          launched = launch(rc.functions[3], max_rows, 1, 256, 0, &ap);
+          launched = launch(rc.functions[3], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);
           if (launched.ok()) {
             launched = launch(rc.functions[2], (mp.total_n + 63) / 64, (max_rows + 127) / 128, 256, 0, &mp);
           }
@@ -487,7 +487,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           ap.sums = reinterpret_cast<float*>(ap.y_lo + static_cast<int64_t>(max_rows) * mp.k);
           mp.x_lo = ap.y_lo;
           mp.x_sums = ap.sums;
-          launched = launch(rc.functions[4], max_rows, 1, 256, 0, &ap);
+          launched = launch(rc.functions[4], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);
           if (launched.ok()) {
             launched = launch(rc.functions[5], (mp.total_n + kTileTcRowsPerBlock - 1) / kTileTcRowsPerBlock,
                               (max_rows + kTileTcTokensPerBlock - 1) / kTileTcTokensPerBlock, 256, 0, &mp);

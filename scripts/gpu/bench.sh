@@ -9,6 +9,7 @@
 #   KILN_BENCH_ARGS    extra kiln bench arguments (default: --prompt 512,1024 --gen 128 --repeats 3)
 #   KILN_BENCH_SYNTH_ONLY=1  only synthesise (to overlap with scripts/gpu/device.sh)
 #   KILN_NCU=1         also profile ~40 kernels of a q4_k decode step with ncu
+#                      (KILN_NCU_BATCH sequences per step, default 1)
 #   KILN_SERVE_SWEEP=1 also serve q4_k on CUDA and sweep bench_serve.py's
 #                      concurrency 1..64 (dynamic batching, docs/perf)
 set -uo pipefail
@@ -75,7 +76,7 @@ if [ -n "${KILN_NCU:-}" ] && [ -f "$weights/llama3-8b-q4_k.gguf" ]; then
   SECONDS=0
   ncu --clock-control none --launch-skip 2000 --launch-count 40 --csv --metrics "$metrics" \
     "$kiln" bench "$stage/artifacts/llama3-8b-q4_k.prog.kiln" --weights "$weights/llama3-8b-q4_k.gguf" \
-    --backend cuda --prompt 64 --gen 64 --repeats 1 --peers "$stage/peers/llama.cpp-h200.md" \
+    --backend cuda --prompt 64 --gen 64 --repeats 1 --batch "${KILN_NCU_BATCH:-1}" --peers "$stage/peers/llama.cpp-h200.md" \
     >/tmp/ncu-q4_k-decode.csv 2>/tmp/ncu.log || echo "ncu failed: $(tail -3 /tmp/ncu.log)"
   python3 "$root/scripts/gpu/ncu_summary.py" /tmp/ncu-q4_k-decode.csv | tee "$out/ncu-q4_k-decode.txt"
   echo "(ncu: ${SECONDS}s)"
