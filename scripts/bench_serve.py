@@ -498,6 +498,11 @@ def main():
         "throughput_tok_s": out_tokens / wall if wall > 0 else 0.0,
         "server_generated_tokens": server_tokens,
         "server_throughput_tok_s": (server_tokens / wall) if server_tokens is not None and wall > 0 else None,
+        # Where the server's time went: its steps, and of them the backend's part
+        # (the rest is host work between GPU steps: planning, sampling, callbacks).
+        "server_steps": delta("kiln_steps_total"),
+        "server_step_s": delta("kiln_step_seconds_total"),
+        "server_executor_s": delta("kiln_step_executor_seconds_total"),
         "requests_per_s": len(done) / wall if wall > 0 else 0.0,
         "ttft_ms": summary(ttfts), "itl_ms": summary(itls), "latency_ms": summary(lat),
         "server_before": {k: before.get(k) for k in (

@@ -492,6 +492,9 @@ void OpenAiApi::Metrics(ResponseWriter& writer) {
   gauge("kiln_generation_tokens_total", "Tokens generated.", completion_tokens_total_.load(), "counter");
   gauge("kiln_preemptions_total", "Sequences preempted for lack of KV pages.", s.preemptions, "counter");
   gauge("kiln_steps_total", "Scheduler steps run.", s.steps, "counter");
+  gauge("kiln_step_seconds_total", "Wall time of the scheduler steps.", s.step_seconds, "counter");
+  gauge("kiln_step_executor_seconds_total", "Of it, time in the backend's step (the rest is host work).",
+        s.executor_seconds, "counter");
   gauge("kiln_spec_drafted_tokens_total", "Draft tokens proposed for verification.", s.spec_drafted, "counter");
   gauge("kiln_spec_accepted_tokens_total", "Draft tokens the target accepted.", s.spec_accepted, "counter");
   gauge("kiln_spec_verifications_total", "Sequence verifications that carried a draft.", s.spec_verifications,

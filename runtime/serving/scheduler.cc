@@ -1,6 +1,7 @@
 #include "runtime/serving/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -75,6 +76,13 @@ void Scheduler::Preempt(Sequence& seq) {
 }
 
 absl::StatusOr<bool> Scheduler::Step() {
+  const auto begin = std::chrono::steady_clock::now();
+  absl::StatusOr<bool> more = RunStep();
+  stats_.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  return more;
+}
+
+absl::StatusOr<bool> Scheduler::RunStep() {
   for (auto it = sequences_.begin(); it != sequences_.end();) {
     Sequence& s = *it->second;
     ++it;
@@ -178,6 +186,7 @@ absl::StatusOr<bool> Scheduler::Step() {
   }
   absl::StatusOr<std::span<const float>> logits = std::span<const float>();
   absl::StatusOr<std::span<const int32_t>> ids = std::span<const int32_t>();
+  const auto executor_begin = std::chrono::steady_clock::now();
   if (argmax_only) {
     ids = executor_.StepGreedy(batch);
     if (!ids.ok()) return ids.status();
@@ -185,6 +194,8 @@ absl::StatusOr<bool> Scheduler::Step() {
     logits = executor_.Step(batch);
     if (!logits.ok()) return logits.status();
   }
+  stats_.executor_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - executor_begin).count();
   ++stats_.steps;
   stats_.last_step_tokens = static_cast<int64_t>(batch.tokens.size());
   stats_.last_step_sequences = static_cast<int64_t>(slots.size());

@@ -71,6 +71,9 @@ struct SchedulerStats {
   int64_t spec_drafted = 0, spec_accepted = 0, spec_verifications = 0;
   // The latest step: its tokens, its sequences, the drafted tokens among them.
   int64_t last_step_tokens = 0, last_step_sequences = 0, last_step_drafted = 0;
+  // Wall time of all steps, and the part spent in the executor (the rest is
+  // host work between GPU steps: planning, sampling, callbacks).
+  double step_seconds = 0, executor_seconds = 0;
 };
 
 class Scheduler {
@@ -97,6 +100,8 @@ class Scheduler {
   }
 
  private:
+  // Step() without its timing.
+  absl::StatusOr<bool> RunStep();
   struct Sequence {
     int64_t id = 0;
     ScheduledRequest request;

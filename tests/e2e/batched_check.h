@@ -82,6 +82,9 @@ inline void ExpectBatchedGreedyEqualsSolo(const Program& program, Executor& solo
               shared.Describe().c_str(), (long long)kNew, (long long)s.steps, (long long)s.prefill_tokens,
               (long long)s.decode_tokens, (long long)s.preemptions);
   EXPECT_GT(s.preemptions, 0);  // the tiny pool forced recomputation
+  // Every step ran the executor, inside the step's wall time.
+  EXPECT_GT(s.executor_seconds, 0.0);
+  EXPECT_LE(s.executor_seconds, s.step_seconds);
   EXPECT_TRUE(pages.CheckInvariants().ok());
 }
 
