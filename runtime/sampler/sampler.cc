@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -48,6 +50,31 @@ size_t ArgMax(const std::vector<float>& logits) {
   for (; i < logits.size(); ++i) best = std::max(best, logits[i]);
   for (float lane : lane_best) best = std::max(best, lane);
   return static_cast<size_t>(std::find(logits.begin(), logits.end(), best) - logits.begin());
+}
+
+// exp(x) for x <= 0 to about float precision, 0 below -87 (weights under
+// 1e-38 of the best token's, never drawn). Plain float arithmetic the
+// compiler vectorises: std::exp in double was ~90% of a 150k-token
+// vocabulary's sampling (0.9-1.9 ms per row, as long as a GPU decode step).
+// exp(x) = 2^n e^r with n = round(x / ln 2) and |r| <= ln 2 / 2.
+inline float ExpNonPositive(float x) {
+  const float clamped = x < -87.0f ? -87.0f : x;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (clamped * 1.44269504088896341f + kRound) - kRound;
+  // r = x - n ln 2 with ln 2 in two parts, so n * ln2_hi is exact.
+  float r = clamped - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return x < -87.0f ? 0.0f : p * scale;
 }
 
 absl::Status BadParam(const char* name, const char* rule, double value) {
@@ -202,8 +229,7 @@ absl::StatusOr<double> Sampler::BuildDistribution(std::span<const float> logits)
   if (logits.empty()) return absl::InvalidArgumentError("sampler: the logits row is empty");
   LoadWorkingLogits(logits);
   candidates_.clear();
-  weights_.clear();
-  sorted_prefix_ = 0;
+  sorted_prefix_ = 0;  // weights_ is sized below (not cleared: its values are all rewritten)
 
   const size_t best = ArgMax(working_logits_);
   if (working_logits_[best] == -kInf) {
@@ -211,7 +237,7 @@ absl::StatusOr<double> Sampler::BuildDistribution(std::span<const float> logits)
   }
   if (params_.temperature == 0.0f) {
     candidates_.push_back({working_logits_[best], static_cast<int32_t>(best)});
-    weights_.push_back(1.0);
+    weights_.assign(1, 1.0);
     return 1.0;
   }
 
@@ -232,14 +258,20 @@ absl::StatusOr<double> Sampler::BuildDistribution(std::span<const float> logits)
   if (params_.top_p < 1.0f) ApplyTopP(keep_floor, max_logit);
   if (params_.min_p > 0.0f) ApplyMinP(keep_floor, max_logit);
 
-  const double temperature = params_.temperature;
-  double total = 0.0;
-  weights_.reserve(candidates_.size());
-  for (const Candidate& c : candidates_) {
-    // Far-below-max tokens may underflow to weight 0; they are then never drawn.
-    weights_.push_back(std::exp((static_cast<double>(c.logit) - max_logit) / temperature));
-    total += weights_.back();
+  // Far-below-max tokens underflow to weight 0; they are then never drawn.
+  const float inv_temperature = 1.0f / params_.temperature;
+  const size_t n = candidates_.size();
+  weights_.resize(n);
+  for (size_t i = 0; i < n; ++i) weights_[i] = ExpNonPositive((candidates_[i].logit - max_logit) * inv_temperature);
+  // Eight running sums (in double) so the compiler can vectorise the total.
+  double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (size_t l = 0; l < 8; ++l) lanes[l] += weights_[i + l];
   }
+  double total = 0.0;
+  for (; i < n; ++i) total += weights_[i];
+  for (double lane : lanes) total += lane;
   return total;
 }
 
