@@ -111,6 +111,22 @@ TEST(SamplerFilters, TemperatureAlone) {
                   Expect({{0, 1.0}, {1, std::exp(0.5)}, {2, std::exp(1.0)}})));
 }
 
+TEST(SamplerFilters, TinyTemperatureIsAlmostGreedyNotNaN) {
+  // 1e-40 is a float subnormal: 1 / it overflows, so dividing by it (not
+  // multiplying by its inverse) keeps the best token's weight exp(0) = 1.
+  Sampler sampler = MakeSampler(Plain(1e-40f, 7));
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<SampledToken> token = sampler.Sample(LogitsOf(kFour));
+    ASSERT_TRUE(token.ok()) << token.status();
+    EXPECT_EQ(token->token, 1);
+    EXPECT_EQ(token->probability, 1.0f);
+  }
+  // Far-below tokens weigh exactly 0 (exp underflow), close ones keep theirs:
+  // weights e^0 and e^-1 at temperature 1, e^-100 -> 0.
+  EXPECT_THAT(DistributionOf(Plain(1.0f), {0.0f, -1.0f, -100.0f}),
+              UnorderedElementsAreArray(Expect({{0, 1.0}, {1, std::exp(-1.0)}})));
+}
+
 TEST(SamplerFilters, TopKAlone) {
   SamplingParams params = Plain(1.0f);
   params.top_k = 3;
