@@ -1,13 +1,14 @@
-// Weight-times-activation for buckets of 8-63 tokens on tensor cores
-// (mma.sync m16n8k16): a warp computes 16 weight rows x 8 tokens, the 8
-// warps of a block split K in spans of 64 elements, and one warp adds their
-// sums and applies the epilogue. The weights enter the MMA as their raw codes (f16 values, q4_K
-// nibbles, q8_0 integers: all exact in f16) with the block scales applied per
-// 32-element step outside it; the activations enter as two f16 halves (hi +
-// lo, written once per launch by activations_f16_kernel<kNorm, true>), so
-// the products keep about f32 precision. Each thread takes 8 consecutive
-// elements of a 32-element step (its A and B fragments read the same
-// permutation of k).
+// Weight-times-activation for buckets of 2-63 tokens on tensor cores
+// (mma.sync m16n8k16): a warp computes kTileTcRows weight rows (16-row MMA
+// tiles sharing its activation fragments) x 8 tokens, the 8 warps of a
+// block split K in spans of 64 elements, and one warp adds their sums and
+// applies the epilogue. The weights enter the MMA as their raw codes (f16
+// values, q4_K nibbles, q8_0 integers: all exact in f16) with the block
+// scales applied per 32-element step outside it; the activations enter as
+// two f16 halves (hi + lo, written once per launch by
+// activations_f16_kernel<kNorm, true>), so the products keep about f32
+// precision. Each thread takes 8 consecutive elements of a 32-element step
+// (its A and B fragments read the same permutation of k).
 // Storages with a TileCodes specialisation only (f16, q8_0, q4_K); the
 // runtime sends the others to matmul_kernel's 8-token tiles.
 #pragma once
@@ -21,6 +22,7 @@
 namespace kiln {
 
 constexpr int kTileTcRows = kTileTcRowsPerBlock, kTileTcTokens = kTileTcTokensPerBlock, kTileTcWarps = 8;
+constexpr int kTileTcTiles = kTileTcRows / 16;  // 16-row MMA tiles per warp, sharing the activation fragments
 
 
 // Two f16 lanes: bytes b0, b1 of w (each 0..255) as 1024 + b.
@@ -138,9 +140,10 @@ struct TileCodes<StorageQ4_K, kHalves> {
 // g + 8 and token g: every load first, then per step the codes of both rows
 // as A fragments and the hi and lo activations as B fragments.
 template <class S, int kParts, int kHalves>
-__device__ __forceinline__ void TileSpan(const unsigned char* const (&wrow)[2][kParts], int e, int q, bool token_ok,
-                                         const unsigned short* xhi, const unsigned short* xlo, const float* sums0,
-                                         const float* sums1, float (&acc)[kParts][4]) {
+__device__ __forceinline__ void TileSpan(const unsigned char* const (&wrow)[2 * kTileTcTiles][kParts], int e, int q,
+                                         bool token_ok, const unsigned short* xhi, const unsigned short* xlo,
+                                         const float* sums0, const float* sums1,
+                                         float (&acc)[kTileTcTiles][kParts][4]) {
   using Codes = TileCodes<S, kHalves>;
   uint4 bh[kHalves], bl[kHalves];
   float sx0[kHalves], sx1[kHalves];
@@ -157,9 +160,9 @@ __device__ __forceinline__ void TileSpan(const unsigned char* const (&wrow)[2][k
       sx1[h] = sums1[e / 32 + h];
     }
   }
-  typename Codes::Raw raw[2][kParts];
+  typename Codes::Raw raw[2 * kTileTcTiles][kParts];
 #pragma unroll
-  for (int r = 0; r < 2; ++r)
+  for (int r = 0; r < 2 * kTileTcTiles; ++r)
 #pragma unroll
     for (int w = 0; w < kParts; ++w) raw[r][w] = Codes::Load(wrow[r][w], e, q);
 #pragma unroll
@@ -167,47 +170,52 @@ __device__ __forceinline__ void TileSpan(const unsigned char* const (&wrow)[2][k
     const unsigned bh0[2] = {bh[h].x, bh[h].y}, bh1[2] = {bh[h].z, bh[h].w};
     const unsigned bl0[2] = {bl[h].x, bl[h].y}, bl1[2] = {bl[h].z, bl[h].w};
 #pragma unroll
-    for (int w = 0; w < kParts; ++w) {
-      const uint4 c0 = Codes::Codes(raw[0][w], h), c1 = Codes::Codes(raw[1][w], h);
-      float scale[2], min[2];
-      Codes::Scale(raw[0][w], e, h, &scale[0], &min[0]);
-      Codes::Scale(raw[1][w], e, h, &scale[1], &min[1]);
-      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      const unsigned a0[4] = {c0.x, c1.x, c0.y, c1.y};
-      const unsigned a1[4] = {c0.z, c1.z, c0.w, c1.w};
-      MmaF16(c, a0, bh0);
-      MmaF16(c, a0, bl0);
-      MmaF16(c, a1, bh1);
-      MmaF16(c, a1, bl1);
-      // c: (row g, tokens 2q, 2q + 1), (row g + 8, tokens 2q, 2q + 1).
-      acc[w][0] += scale[0] * c[0] - min[0] * sx0[h];
-      acc[w][1] += scale[0] * c[1] - min[0] * sx1[h];
-      acc[w][2] += scale[1] * c[2] - min[1] * sx0[h];
-      acc[w][3] += scale[1] * c[3] - min[1] * sx1[h];
-    }
+    for (int t = 0; t < kTileTcTiles; ++t)
+#pragma unroll
+      for (int w = 0; w < kParts; ++w) {
+        const typename Codes::Raw& r0 = raw[2 * t][w];
+        const typename Codes::Raw& r1 = raw[2 * t + 1][w];
+        const uint4 c0 = Codes::Codes(r0, h), c1 = Codes::Codes(r1, h);
+        float scale[2], min[2];
+        Codes::Scale(r0, e, h, &scale[0], &min[0]);
+        Codes::Scale(r1, e, h, &scale[1], &min[1]);
+        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const unsigned a0[4] = {c0.x, c1.x, c0.y, c1.y};
+        const unsigned a1[4] = {c0.z, c1.z, c0.w, c1.w};
+        MmaF16(c, a0, bh0);
+        MmaF16(c, a0, bl0);
+        MmaF16(c, a1, bh1);
+        MmaF16(c, a1, bl1);
+        // c: (row g, tokens 2q, 2q + 1), (row g + 8, tokens 2q, 2q + 1) of tile t.
+        acc[t][w][0] += scale[0] * c[0] - min[0] * sx0[h];
+        acc[t][w][1] += scale[0] * c[1] - min[0] * sx1[h];
+        acc[t][w][2] += scale[1] * c[2] - min[1] * sx0[h];
+        acc[t][w][3] += scale[1] * c[3] - min[1] * sx1[h];
+      }
   }
 }
 
-// grid (ceil(total_n / 16), ceil(bucket / 8)), kTileTcWarps warps.
+// grid (ceil(total_n / kTileTcRows), ceil(bucket / 8)), kTileTcWarps warps.
 template <class S, int kEpilogue>
 __global__ void __launch_bounds__(32 * kTileTcWarps, 2) matmul_tile_tc_kernel(MatmulParams p) {
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
+  constexpr int kHalfRows = 2 * kTileTcTiles;  // this thread's rows: g and g + 8 of each 16-row tile
   const int rows = *p.rows;
   const int t0 = blockIdx.y * kTileTcTokens;
   if (t0 >= rows) return;
   const int n0 = blockIdx.x * kTileTcRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
 
-  // Rows g and g + 8 of the tile: their weight (q, k or v) and row there.
-  int out_weight[2], out_row[2];
-  const unsigned char* wrow[2][kParts];
+  // Row g + 8r of the block (r = 2 * tile + half): its weight rows (q, k or
+  // v; gate and up). Which weight and row it is comes again in the epilogue
+  // (registers).
+  const unsigned char* wrow[kHalfRows][kParts];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    WeightRowOf<kEpilogue>(p, min(n0 + g + 8 * h, p.total_n - 1), &out_weight[h], &out_row[h]);
+  for (int r = 0; r < kHalfRows; ++r) {
+    int weight, row;
+    WeightRowOf<kEpilogue>(p, min(n0 + g + 8 * r, p.total_n - 1), &weight, &row);
 #pragma unroll
-    for (int w = 0; w < kParts; ++w) {
-      wrow[h][w] = Pick(p.w, out_weight[h] + w) + static_cast<long long>(out_row[h]) * p.row_bytes;
-    }
+    for (int w = 0; w < kParts; ++w) wrow[r][w] = Pick(p.w, weight + w) + static_cast<long long>(row) * p.row_bytes;
   }
   // Token g's activations (B fragments); past the step's rows, zeros.
   const int token = t0 + g;
@@ -219,16 +227,18 @@ __global__ void __launch_bounds__(32 * kTileTcWarps, 2) matmul_tile_tc_kernel(Ma
   const float* sums0 = p.x_sums + static_cast<long long>(tok_c) * (p.k / 32);
   const float* sums1 = p.x_sums + static_cast<long long>(tok_c1) * (p.k / 32);
 
-  float acc[kParts][4];
+  float acc[kTileTcTiles][kParts][4];
 #pragma unroll
-  for (int w = 0; w < kParts; ++w)
+  for (int t = 0; t < kTileTcTiles; ++t)
 #pragma unroll
-    for (int r = 0; r < 4; ++r) acc[w][r] = 0.0f;
+    for (int w = 0; w < kParts; ++w)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[t][w][r] = 0.0f;
 
-  // Spans of two steps split among the warps, kInFlight at a time; an odd
-  // last step alone.
+  // Spans of two steps split among the warps, kInFlight at a time (gate
+  // and up: one, for the registers); an odd last step alone.
   const int steps = p.k / 32, pairs = steps / 2;
-#pragma unroll(TileCodes<S, 2>::kInFlight)
+#pragma unroll(kParts == 1 ? TileCodes<S, 2>::kInFlight : 1)
   for (int s2 = warp; s2 < pairs; s2 += kTileTcWarps) {
     TileSpan<S, kParts, 2>(wrow, 64 * s2, q, token_ok, xhi, xlo, sums0, sums1, acc);
   }
@@ -237,31 +247,37 @@ __global__ void __launch_bounds__(32 * kTileTcWarps, 2) matmul_tile_tc_kernel(Ma
   }
 
   // The warps' K slices, added by warp 0.
-  __shared__ float partial[kTileTcWarps][32][kParts * 4];
+  constexpr int kSums = kTileTcTiles * kParts * 4;
+  __shared__ float partial[kTileTcWarps][kSums][32];
 #pragma unroll
-  for (int w = 0; w < kParts; ++w)
+  for (int t = 0; t < kTileTcTiles; ++t)
 #pragma unroll
-    for (int r = 0; r < 4; ++r) partial[warp][lane][4 * w + r] = acc[w][r];
+    for (int w = 0; w < kParts; ++w)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) partial[warp][(t * kParts + w) * 4 + r][lane] = acc[t][w][r];
   __syncthreads();
   if (warp != 0) return;
 #pragma unroll
-  for (int i = 0; i < kParts * 4; ++i) {
+  for (int i = 0; i < kSums; ++i) {
     float v = 0.0f;
 #pragma unroll
-    for (int wp = 0; wp < kTileTcWarps; ++wp) v += partial[wp][lane][i];
-    acc[i / 4][i % 4] = v;
+    for (int wp = 0; wp < kTileTcWarps; ++wp) v += partial[wp][i][lane];
+    acc[i / (4 * kParts)][(i / 4) % kParts][i % 4] = v;
   }
 #pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const int h = r / 2, t = t0 + 2 * q + (r % 2);
-    if (n0 + g + 8 * h >= p.total_n || t >= rows) continue;
-    const int width = Pick(p.n, out_weight[h]);
-    const long long at = static_cast<long long>(t) * width + out_row[h];
-    float v = acc[0][r];
-    if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(acc[0][r]) * acc[kParts - 1][r];
-    if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + p.residual[at];
-    Pick(p.y, out_weight[h])[at] = v;
-  }
+  for (int t = 0; t < kTileTcTiles; ++t)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int half = 2 * t + r / 2, tok = t0 + 2 * q + (r % 2);
+      if (n0 + g + 8 * half >= p.total_n || tok >= rows) continue;
+      int weight, row;
+      WeightRowOf<kEpilogue>(p, n0 + g + 8 * half, &weight, &row);
+      const long long at = static_cast<long long>(tok) * Pick(p.n, weight) + row;
+      float v = acc[t][0][r];
+      if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(acc[t][0][r]) * acc[t][kParts - 1][r];
+      if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + p.residual[at];
+      Pick(p.y, weight)[at] = v;
+    }
 }
 
 }  // namespace kiln

@@ -96,8 +96,7 @@ class CudaExecutor final : public Executor {
   absl::Status ComputeRowKinds();
   absl::Status RecordBucket(size_t bucket);
   // Validates the batch, copies its inputs to the device and launches the
-  // bucket's graph (recording it on first use); returns the bucket. Nothing
-  // waits for the device.
+  // bucket's graph; returns the bucket. Nothing waits for the device.
   absl::StatusOr<size_t> LaunchStep(const StepBatch& batch);
   absl::Status RecordLaunch(size_t launch_index, size_t bucket);
 
@@ -119,7 +118,7 @@ class CudaExecutor final : public Executor {
   std::vector<std::vector<ResolvedCall>> calls_;  // per launch
   // Per bucket, per launch: true where the launch's rows are the R logit rows.
   std::vector<std::vector<bool>> rows_are_logit_rows_;
-  std::vector<CUgraphExec> graphs_;  // per bucket, null until first use
+  std::vector<CUgraphExec> graphs_;  // per bucket, all recorded at load
   // Per distinct rotary embedding: its cos/sin table for every pool position.
   std::map<RopeTableKey, CUdeviceptr> rope_tables_;
   int64_t num_pages_ = 0;
@@ -378,7 +377,14 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->host_logits_bytes_ = static_cast<uint64_t>(max_tokens) * ex->n_vocab_ * sizeof(float);
   KILN_CU(api, api.cuMemAllocHost(&host, ex->host_logits_bytes_));
   ex->host_logits_ = static_cast<float*>(host);
+  // Every bucket's graph now, not on its first step: recording one costs
+  // tens of ms for an 8B model, which a server would otherwise add to the
+  // step where a new bucket first appears (the H200 sweep's p99 inter-token
+  // latency at 8+ concurrent requests).
   ex->graphs_.assign(p.buckets.size(), nullptr);
+  for (size_t b = 0; b < p.buckets.size(); ++b) {
+    if (absl::Status s = ex->RecordBucket(b); !s.ok()) return s;
+  }
   return std::unique_ptr<Executor>(std::move(ex));
 }
 
@@ -702,9 +708,6 @@ absl::StatusOr<size_t> CudaExecutor::LaunchStep(const StepBatch& batch) {
                 in + layout_.block_tables + s * layout_.pages_stride);
   }
   const DriverApi& api = *api_;
-  if (graphs_[*bucket] == nullptr) {
-    if (absl::Status s = RecordBucket(*bucket); !s.ok()) return s;
-  }
   const uint64_t copy_bytes = (layout_.block_tables + S * layout_.pages_stride) * sizeof(int32_t);
   KILN_CU(api, api.cuMemcpyHtoDAsync(inputs_, host_inputs_, copy_bytes, stream_));
   KILN_CU(api, api.cuGraphLaunch(graphs_[*bucket], stream_));

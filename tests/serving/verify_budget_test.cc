@@ -42,7 +42,7 @@ class SleepyExecutor : public Executor {
 TEST(VerifyBudget, IsTheLargestStepAboutAsFastAsOneToken) {
   SleepyExecutor executor(8);
   KvPageManager pages(8, 16);
-  absl::StatusOr<VerifyBudget> budget = MeasureVerifyBudget(executor, pages, 64, 1.3, 2);
+  absl::StatusOr<VerifyBudget> budget = MeasureVerifyBudget(executor, pages, 64, 1.3, 3);
   ASSERT_TRUE(budget.ok()) << budget.status();
   EXPECT_EQ(budget->tokens, 8);
   ASSERT_EQ(budget->timings.size(), 7u);  // 1, 2, ..., 64 tokens
@@ -56,7 +56,9 @@ TEST(VerifyBudget, IsTheLargestStepAboutAsFastAsOneToken) {
 TEST(VerifyBudget, StopsAtTheLargestPlannedStepAndNeedsPages) {
   SleepyExecutor executor(100);
   KvPageManager pages(8, 16);
-  absl::StatusOr<VerifyBudget> budget = MeasureVerifyBudget(executor, pages, 1000, 1.3, 1);
+  // Best of 3 per size: with one, a single late wake-up on a loaded CI
+  // machine measured the 2-token step past the tolerance (budget 1).
+  absl::StatusOr<VerifyBudget> budget = MeasureVerifyBudget(executor, pages, 1000, 1.3, 3);
   ASSERT_TRUE(budget.ok()) << budget.status();
   EXPECT_EQ(budget->tokens, 64);  // the plan's largest bucket and context
   KvPageManager tiny(1, 16);      // 16 tokens of pages for a 64-token probe
