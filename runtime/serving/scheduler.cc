@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -202,6 +203,36 @@ absl::StatusOr<bool> Scheduler::RunStep() {
   stats_.last_step_drafted = drafted;
 
   const int64_t vocab = executor_.n_vocab();
+  // The sampled rows, drawn before any token is emitted: each sequence's
+  // sampler depends only on its own row and history, so drawing them side by
+  // side changes no token. Over a large vocabulary a row costs ~1 ms of host
+  // time (a 64-sequence step spent 50 ms sampling on the H200's host, more
+  // than the GPU step), so the rows go to a thread pool there.
+  std::vector<std::optional<absl::StatusOr<SampledToken>>> sampled(slots.size());
+  if (!argmax_only) {
+    std::vector<size_t> rows;
+    for (size_t k = 0; k < slots.size(); ++k) {
+      if (slots[k].draft.tokens.empty() && row_of_slot[k] >= 0) rows.push_back(k);
+    }
+    const auto sample = [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const size_t k = rows[i];
+        Sequence& s = *slots[k].seq;
+        sampled[k] = s.sampler->Sample(logits->subspan(static_cast<size_t>(row_of_slot[k]) * vocab, vocab),
+                                       s.request.logprobs);
+      }
+    };
+    const int64_t n = static_cast<int64_t>(rows.size());
+    if (n > 1 && vocab >= kParallelSamplingVocab) {
+      if (sampling_pool_ == nullptr) {
+        const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        sampling_pool_ = std::make_unique<cpu::ThreadPool>(std::min(kSamplingThreads, cores));
+      }
+      sampling_pool_->ParallelFor(n, 1, sample);
+    } else {
+      sample(0, n);
+    }
+  }
   for (size_t k = 0; k < slots.size(); ++k) {
     Sequence& s = *slots[k].seq;
     if (!slots[k].draft.tokens.empty()) {
@@ -218,8 +249,7 @@ absl::StatusOr<bool> Scheduler::RunStep() {
       Emit(s, s.sampler->AcceptArgmax((*ids)[row_of_slot[k]]));
       continue;
     }
-    std::span<const float> row = logits->subspan(static_cast<size_t>(row_of_slot[k]) * vocab, vocab);
-    absl::StatusOr<SampledToken> next = s.sampler->Sample(row, s.request.logprobs);
+    const absl::StatusOr<SampledToken>& next = *sampled[k];
     if (!next.ok()) {
       Finish(s, absl::StrCat("error: ", next.status().message()));
       continue;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "runtime/cpu/thread_pool.h"
 #include "runtime/executor/executor.h"
 #include "runtime/executor/speculative.h"
 #include "runtime/sampler/sampler.h"
@@ -145,6 +146,11 @@ class Scheduler {
   std::vector<int64_t> running_;  // admission order: the youngest last
   int64_t next_id_ = 1;
   SchedulerStats stats_;
+  // Rows of a step are sampled in parallel from this vocabulary size on, by
+  // up to kSamplingThreads threads (started on first use).
+  static constexpr int64_t kParallelSamplingVocab = 32768;
+  static constexpr int kSamplingThreads = 8;
+  std::unique_ptr<cpu::ThreadPool> sampling_pool_;
 };
 
 }  // namespace kiln
