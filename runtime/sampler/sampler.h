@@ -23,8 +23,10 @@
 //
 // Determinism: the generator is std::mt19937_64 (its output is fixed by the
 // C++ standard) and uniform doubles are taken from its top 53 bits, so the
-// same seed, history and logits give the same tokens on every platform,
-// up to last-bit differences of the math library's exp() near a boundary.
+// same seed, history and logits give the same tokens on every platform;
+// the weights come from kiln's own float exp (sampler.cc), so not even the
+// math library can move a draw (a compiler contracting its multiply-adds
+// into FMAs, which the baseline x86-64 build does not, could near a boundary).
 #pragma once
 
 #include <cstdint>
@@ -153,9 +155,16 @@ class Sampler {
   explicit Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
 
   // Runs the chain up to (not including) the draw: fills candidates_ with
-  // the surviving tokens and weights_ with their unnormalised probabilities;
-  // returns the sum of weights_.
+  // the surviving tokens (or, with no filter, sets dense_: every token in id
+  // order) and weights_ with their unnormalised probabilities; returns the
+  // sum of weights_.
   absl::StatusOr<double> BuildDistribution(std::span<const float> logits);
+  // weights_[i] = exp((logit_at(i) - max_logit) / temperature) for i < n;
+  // returns their sum.
+  template <class LogitAt>
+  double Weigh(LogitAt logit_at, size_t n, float max_logit);
+  size_t NumCandidates() const { return dense_ ? weights_.size() : candidates_.size(); }
+  int32_t CandidateId(size_t i) const { return dense_ ? static_cast<int32_t>(i) : candidates_[i].id; }
   // working_logits_ = logits with NaN -> -inf, penalties applied, and the
   // +inf rule applied.
   void LoadWorkingLogits(std::span<const float> logits);
@@ -180,7 +189,8 @@ class Sampler {
   std::vector<int32_t> window_counts_;  // all zero between calls
   std::vector<Candidate> candidates_;
   size_t sorted_prefix_ = 0;  // candidates_[0, sorted_prefix_) are the best, in order
-  std::vector<double> weights_;
+  bool dense_ = false;        // the candidates are all tokens in id order (candidates_ unused)
+  std::vector<float> weights_;  // float: ExpNonPositive's precision; sums are in double
 };
 
 }  // namespace kiln

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -481,6 +482,26 @@ TEST(SamplerSeed, SequencesOfABatchAreIndependent) {
   }
   EXPECT_EQ(tokens_a, expected_a);
   EXPECT_EQ(tokens_b, expected_b);
+}
+
+TEST(SamplerSeed, UnfilteredDrawsEqualTheCandidateListsDraws) {
+  // With no filter the sampler weighs the logits in place (every token, id
+  // order); a min-p too small to drop anything takes the candidate-list path.
+  // Same seed, same draws, masked and NaN tokens included.
+  std::vector<float> logits = HundredLogits();
+  logits[3] = -kInf;
+  logits[40] = kNaN;
+  SamplingParams list = Plain(0.9f, 77);
+  list.min_p = 1e-30f;
+  Sampler dense = MakeSampler(Plain(0.9f, 77)), listed = MakeSampler(list);
+  std::vector<int32_t> a, b;
+  for (int i = 0; i < 500; ++i) {
+    a.push_back(SampleToken(dense, logits));
+    b.push_back(SampleToken(listed, logits));
+  }
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(std::count(a.begin(), a.end(), 3) + std::count(a.begin(), a.end(), 40), 0);
+  EXPECT_GT(std::set<int32_t>(a.begin(), a.end()).size(), 20u);
 }
 
 TEST(SamplerSeed, TokensArePinnedAcrossMachines) {
