@@ -377,10 +377,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->host_logits_bytes_ = static_cast<uint64_t>(max_tokens) * ex->n_vocab_ * sizeof(float);
   KILN_CU(api, api.cuMemAllocHost(&host, ex->host_logits_bytes_));
   ex->host_logits_ = static_cast<float*>(host);
-  // Every bucket's graph now, not on its first step: recording one costs
-  // tens of ms for an 8B model, which a server would otherwise add to the
-  // step where a new bucket first appears (the H200 sweep's p99 inter-token
-  // latency at 8+ concurrent requests).
+  // Every bucket's graph now, not on its first step: recording one (a few
+  // hundred launches for an 8B model, then instantiation) would otherwise
+  // land in the step where a server first meets that bucket, as a latency
+  // spike (the likely cause of docs/perf/serving-h200.md run K's p99).
   ex->graphs_.assign(p.buckets.size(), nullptr);
   for (size_t b = 0; b < p.buckets.size(); ++b) {
     if (absl::Status s = ex->RecordBucket(b); !s.ok()) return s;
