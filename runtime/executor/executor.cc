@@ -23,6 +23,11 @@ absl::StatusOr<std::span<const int32_t>> Executor::StepGreedy(const StepBatch& b
   return std::span<const int32_t>(greedy_);
 }
 
+absl::StatusOr<std::vector<KernelTime>> Executor::ProfileStep(const StepBatch&) {
+  return absl::UnimplementedError(absl::StrFormat(
+      "%s has no per-kernel step profile (the vulkan backend has; profile the cuda backend with ncu)", Describe()));
+}
+
 std::string Executor::BackendName() const {
   const std::string d = Describe();
   return d.substr(0, d.find(' '));

@@ -41,6 +41,13 @@ struct StepBatch {
 // bucket. Returns the bucket index. Every backend calls this before running.
 absl::StatusOr<size_t> ValidateStepBatch(const Plan& plan, int64_t num_pages, const StepBatch& batch);
 
+// The GPU time of one kernel of a profiled step.
+struct KernelTime {
+  std::string kernel;  // the kernel template (and variant) it ran
+  std::string launch;  // the plan launch it served ("" for the backend's own)
+  double seconds = 0;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -54,6 +61,12 @@ class Executor {
   // ties), valid until the next step. GPU backends override it to pick the
   // ids on the device, so that only R ids cross to the host.
   virtual absl::StatusOr<std::span<const int32_t>> StepGreedy(const StepBatch& batch);
+
+  // Runs `batch` once with a GPU timestamp after every kernel; returns each
+  // kernel's time (the gap to the previous timestamp: kernels that overlap
+  // share it) in launch order. The step's effects are those of Step.
+  // Backends without it answer Unimplemented (CUDA: profile with ncu).
+  virtual absl::StatusOr<std::vector<KernelTime>> ProfileStep(const StepBatch& batch);
 
   // Which backend this is and on what, for messages: "cpu (avx2, 2 threads)".
   virtual std::string Describe() const = 0;

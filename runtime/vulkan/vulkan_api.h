@@ -60,7 +60,13 @@ namespace kiln::vulkan {
   X(vkResetFences)                   \
   X(vkWaitForFences)                 \
   X(vkQueueSubmit)                   \
-  X(vkQueueWaitIdle)
+  X(vkQueueWaitIdle)                 \
+  X(vkFreeCommandBuffers)            \
+  X(vkCreateQueryPool)               \
+  X(vkDestroyQueryPool)              \
+  X(vkCmdResetQueryPool)             \
+  X(vkCmdWriteTimestamp)             \
+  X(vkGetQueryPoolResults)
 
 struct VulkanApi {
   void* library = nullptr;

@@ -75,6 +75,7 @@ absl::Status VulkanDevice::Open(int index) {
   }
   if (!compute) return absl::UnavailableError(absl::StrCat("Vulkan device '", props_.deviceName, "' has no compute queue"));
   queue_family_ = *compute;
+  timestamp_bits_ = qf[*compute].timestampValidBits;
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
   qci.queueFamilyIndex = queue_family_;

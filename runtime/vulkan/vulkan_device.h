@@ -61,6 +61,8 @@ class VulkanDevice {
   VkCommandPool command_pool() const { return command_pool_; }
   const VkPhysicalDeviceProperties& props() const { return props_; }
   VkDeviceSize storage_align() const { return storage_align_; }  // offsets of bound ranges
+  // Valid bits of the compute queue's timestamps (0: it has none).
+  uint32_t timestamp_bits() const { return timestamp_bits_; }
   // "vulkan (llvmpipe (LLVM 15.0.6, 256 bits), Mesa 22.3.6 (LLVM 15.0.6))"
   const std::string& description() const { return description_; }
 
@@ -75,6 +77,7 @@ class VulkanDevice {
   uint32_t queue_family_ = 0;
   VkCommandPool command_pool_ = VK_NULL_HANDLE;
   VkDeviceSize storage_align_ = 256;
+  uint32_t timestamp_bits_ = 0;
   std::string description_;
 };
 

@@ -50,6 +50,7 @@ class VulkanExecutor final : public Executor {
 
   absl::Status Init(const WeightSource& weights, std::span<const uint8_t> bundle);
   absl::StatusOr<std::span<const float>> Step(const StepBatch& batch) override;
+  absl::StatusOr<std::vector<KernelTime>> ProfileStep(const StepBatch& batch) override;
   std::string Describe() const override { return dev_.description(); }
   const Plan& plan() const override { return plan_; }
   int64_t num_pages() const override { return num_pages_; }
@@ -66,7 +67,15 @@ class VulkanExecutor final : public Executor {
   absl::Status UploadWeights(const WeightSource& weights);
   absl::Status CreatePipelines(const std::vector<SpirvModule>& modules);
   absl::Status WriteDescriptorSets();
-  absl::Status Record(size_t bucket);
+  // The bucket's step as a command buffer; with `timestamps`, query i + 1
+  // is written after dispatch i (query 0 before the first) and `labels`
+  // gets each dispatch's kernel and launch.
+  absl::StatusOr<VkCommandBuffer> Record(size_t bucket, VkQueryPool timestamps = VK_NULL_HANDLE,
+                                         std::vector<KernelTime>* labels = nullptr);
+  // Validates the batch and writes it into the step inputs; returns the bucket.
+  absl::StatusOr<size_t> WriteInputs(const StepBatch& batch);
+  // Submits `cb` and waits for it.
+  absl::Status SubmitAndWait(VkCommandBuffer cb);
   int64_t ArenaFloats(const std::string& role, const PlanLaunch* l, size_t bucket) const;
 
   Plan plan_;
@@ -333,7 +342,8 @@ int64_t VulkanExecutor::ArenaFloats(const std::string& role, const PlanLaunch* l
   return b->arena[bucket] / 4;
 }
 
-absl::Status VulkanExecutor::Record(size_t bucket) {
+absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPool timestamps,
+                                                       std::vector<KernelTime>* labels) {
   const int64_t B = plan_.buckets[bucket];
   VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   cai.commandPool = dev_.command_pool();
@@ -363,6 +373,11 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
   // The previous step's work and this step's copies are done before its kernels run.
   barrier(VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
           VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+  uint32_t query = 0;
+  if (timestamps != VK_NULL_HANDLE) {
+    dev_.api().vkCmdResetQueryPool(cb, timestamps, 0, static_cast<uint32_t>(dispatches_.size() + 1));
+    dev_.api().vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, query++);
+  }
   std::vector<Access> pending_reads, pending_writes;
   VkPipeline bound = VK_NULL_HANDLE;
   const int64_t layer_floats = 2 * kv_half_floats_;
@@ -456,12 +471,58 @@ absl::Status VulkanExecutor::Record(size_t bucket) {
     dev_.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &d.set, 0, nullptr);
     dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
     dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(x), static_cast<uint32_t>(y), static_cast<uint32_t>(z));
+    if (timestamps != VK_NULL_HANDLE) {
+      // Bottom of pipe: written once every command before it has finished.
+      dev_.api().vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, query++);
+      labels->push_back({absl::StrCat(p.kernel.template_name, decode_variant ? " (decode)" : tiled_variant ? " (tiled)" : ""),
+                         l != nullptr ? l->kernel : std::string(), 0.0});
+    }
   }
   barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
           VK_ACCESS_HOST_READ_BIT);
   KILN_VK_CHECK(dev_.api().vkEndCommandBuffer(cb), "recording a step");
-  commands_.push_back(cb);
+  return cb;
+}
+
+absl::Status VulkanExecutor::SubmitAndWait(VkCommandBuffer cb) {
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cb;
+  KILN_VK_CHECK(dev_.api().vkResetFences(dev_.device(), 1, &fence_), "vkResetFences");
+  KILN_VK_CHECK(dev_.api().vkQueueSubmit(dev_.queue(), 1, &si, fence_), "vkQueueSubmit");
+  KILN_VK_CHECK(dev_.api().vkWaitForFences(dev_.device(), 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<KernelTime>> VulkanExecutor::ProfileStep(const StepBatch& batch) {
+  if (dev_.timestamp_bits() == 0) {
+    return absl::UnimplementedError(absl::StrCat(Describe(), ": its compute queue has no timestamps"));
+  }
+  absl::StatusOr<size_t> bucket = WriteInputs(batch);
+  if (!bucket.ok()) return bucket.status();
+  VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+  qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+  qi.queryCount = static_cast<uint32_t>(dispatches_.size() + 1);
+  VkQueryPool pool = VK_NULL_HANDLE;
+  KILN_VK_CHECK(dev_.api().vkCreateQueryPool(dev_.device(), &qi, nullptr, &pool), "vkCreateQueryPool");
+  std::vector<KernelTime> times;
+  absl::StatusOr<VkCommandBuffer> cb = Record(*bucket, pool, &times);
+  absl::Status run = cb.ok() ? SubmitAndWait(*cb) : cb.status();
+  std::vector<uint64_t> ticks(times.size() + 1);
+  if (run.ok() && !ticks.empty()) {
+    const VkResult got = dev_.api().vkGetQueryPoolResults(
+        dev_.device(), pool, 0, static_cast<uint32_t>(ticks.size()), ticks.size() * sizeof(uint64_t), ticks.data(),
+        sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+    if (got != VK_SUCCESS) run = absl::InternalError(absl::StrCat("vkGetQueryPoolResults: ", VkResultName(got)));
+  }
+  if (cb.ok()) dev_.api().vkFreeCommandBuffers(dev_.device(), dev_.command_pool(), 1, &*cb);
+  dev_.api().vkDestroyQueryPool(dev_.device(), pool, nullptr);
+  if (!run.ok()) return run;
+  // Ticks count timestampPeriod nanoseconds in the low timestamp_bits bits.
+  const uint64_t mask = dev_.timestamp_bits() >= 64 ? ~0ull : (1ull << dev_.timestamp_bits()) - 1;
+  const double period = dev_.props().limits.timestampPeriod * 1e-9;
+  for (size_t i = 0; i < times.size(); ++i) times[i].seconds = static_cast<double>((ticks[i + 1] - ticks[i]) & mask) * period;
+  return times;
 }
 
 absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const uint8_t> bundle) {
@@ -567,12 +628,25 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   if (absl::Status s = CreatePipelines(*modules); !s.ok()) return s;
   if (absl::Status s = WriteDescriptorSets(); !s.ok()) return s;
   for (size_t b = 0; b < plan_.buckets.size(); ++b) {
-    if (absl::Status s = Record(b); !s.ok()) return s;
+    absl::StatusOr<VkCommandBuffer> cb = Record(b);
+    if (!cb.ok()) return cb.status();
+    commands_.push_back(*cb);
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::span<const float>> VulkanExecutor::Step(const StepBatch& batch) {
+  absl::StatusOr<size_t> bucket = WriteInputs(batch);
+  if (!bucket.ok()) return bucket.status();
+  if (absl::Status s = SubmitAndWait(commands_[*bucket]); !s.ok()) return s;
+  const int32_t* io = static_cast<const int32_t*>(io_.mapped);
+  const size_t n = batch.logit_rows.size() * n_vocab_;
+  logits_.resize(n);
+  std::memcpy(logits_.data(), io + io_offsets_[kIoLogitsOut], n * sizeof(float));
+  return std::span<const float>(logits_);
+}
+
+absl::StatusOr<size_t> VulkanExecutor::WriteInputs(const StepBatch& batch) {
   absl::StatusOr<size_t> bucket = ValidateStepBatch(plan_, num_pages_, batch);
   if (!bucket.ok()) return bucket.status();
   for (size_t i = 0; i < batch.tokens.size(); ++i) {
@@ -600,16 +674,7 @@ absl::StatusOr<std::span<const float>> VulkanExecutor::Step(const StepBatch& bat
   put(kIoContextLens, batch.context_lens);
   put(kIoLogitRows, batch.logit_rows);
   put(kIoBlockTables, batch.block_tables);
-  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &commands_[*bucket];
-  KILN_VK_CHECK(dev_.api().vkResetFences(dev_.device(), 1, &fence_), "vkResetFences");
-  KILN_VK_CHECK(dev_.api().vkQueueSubmit(dev_.queue(), 1, &si, fence_), "vkQueueSubmit");
-  KILN_VK_CHECK(dev_.api().vkWaitForFences(dev_.device(), 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
-  const size_t n = batch.logit_rows.size() * n_vocab_;
-  logits_.resize(n);
-  std::memcpy(logits_.data(), io + io_offsets_[kIoLogitsOut], n * sizeof(float));
-  return std::span<const float>(logits_);
+  return *bucket;
 }
 
 }  // namespace

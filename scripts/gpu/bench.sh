@@ -122,9 +122,11 @@ if [ -n "$vulkan_types" ]; then
   # libglvnd family, carried in .gl (../shared/TOOLCHAIN.md, section 9).
   for f in "$root"/.gl/*.deb; do dpkg -x "$f" / ; done
   ldconfig
+  # --profile: one more decode step with a GPU timestamp per dispatch, the
+  # Vulkan counterpart of KILN_NCU (ncu does not see Vulkan work).
   first=--probe
   for type in $vulkan_types; do
-    bench vulkan "$type" llama.cpp-vulkan-h200.md "$first"
+    bench vulkan "$type" llama.cpp-vulkan-h200.md "$first --profile"
     first=
   done
 fi

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include <chrono>
+#include <set>
 #include <utility>
 
 #include "gtest/gtest.h"
@@ -132,6 +133,64 @@ TEST(VulkanDispatch, HostCpuTimePerDecodeStepOf32Layers) {
   // idle 2-core VM); the bound leaves room for a CI box shared with other
   // jobs and still fails if host work per dispatch comes back (163 x 1 us).
   EXPECT_LT(cpu_us / kSteps, 150.0);
+}
+
+// kiln bench --profile on Vulkan: a step with a GPU timestamp after every
+// dispatch times each one, and is still the step (the next step's logits
+// match the CPU's); the CPU backend says it cannot.
+TEST(VulkanDispatch, ProfiledStepTimesEveryDispatchAndIsStillTheStep) {
+  TestPlan tp({1, 8});
+  int64_t result = 0, vocab = 0;
+  absl::StatusOr<Plan> plan = LlamaShapedPlan(tp, 2, &result, &vocab);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<std::vector<uint8_t>> bundle = codegen::spirv::GenerateVulkanKernels(*plan);
+  ASSERT_TRUE(bundle.ok()) << bundle.status();
+  vulkan::VulkanExecutorOptions options;
+  options.num_pages = 16;
+  absl::StatusOr<std::unique_ptr<Executor>> gpu = vulkan::CreateVulkanExecutor(*plan, tp.Source(), *bundle, options);
+  if (!gpu.ok() && absl::IsUnavailable(gpu.status())) GTEST_SKIP() << "no Vulkan: " << gpu.status().message();
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  CpuExecutorOptions cpu_options;
+  cpu_options.num_pages = 16;
+  absl::StatusOr<std::unique_ptr<CpuExecutor>> cpu = CpuExecutor::Create(*plan, tp.Source(), cpu_options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+
+  const StepBatch prefill = MakeBatch({{0, 8}}, 16, static_cast<int32_t>(vocab), tp.rng(), {7});
+  ASSERT_TRUE((*gpu)->Step(prefill).ok());
+  ASSERT_TRUE((*cpu)->Step(prefill).ok());
+  const StepBatch profiled = MakeBatch({{8, 1}}, 16, static_cast<int32_t>(vocab), tp.rng());
+  absl::StatusOr<std::vector<KernelTime>> times = (*gpu)->ProfileStep(profiled);
+  if (!times.ok() && absl::IsUnimplemented(times.status())) GTEST_SKIP() << times.status().message();
+  ASSERT_TRUE(times.ok()) << times.status();
+  ASSERT_TRUE((*cpu)->Step(profiled).ok());
+
+  // Every plan launch ran at least one timed dispatch; the times are real.
+  std::set<std::string> launches;
+  double total = 0;
+  for (const KernelTime& t : *times) {
+    EXPECT_FALSE(t.kernel.empty());
+    EXPECT_GE(t.seconds, 0.0) << t.kernel;
+    launches.insert(t.launch);
+    total += t.seconds;
+  }
+  EXPECT_GE(times->size(), plan->launches.size());
+  for (const PlanLaunch& l : plan->launches) EXPECT_TRUE(launches.count(l.kernel)) << l.kernel << " was not timed";
+  EXPECT_GT(total, 0.0);
+  EXPECT_LT(total, 60.0);  // seconds: a wrong timestamp period or mask shows as absurd
+
+  // The profiled step wrote its KV like Step: the next step still matches the CPU.
+  const StepBatch next = MakeBatch({{9, 1}}, 16, static_cast<int32_t>(vocab), tp.rng());
+  absl::StatusOr<std::span<const float>> got = (*gpu)->Step(next);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const std::vector<float> mine(got->begin(), got->end());
+  absl::StatusOr<std::span<const float>> want = (*cpu)->Step(next);
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_LT(RelativeL2(mine, *want), 1e-4);
+
+  absl::StatusOr<std::vector<KernelTime>> cpu_times = (*cpu)->ProfileStep(next);
+  EXPECT_TRUE(absl::IsUnimplemented(cpu_times.status())) << cpu_times.status();
+  std::printf("%s: one decode step in %zu timed dispatches, %.3f ms of GPU time\n", (*gpu)->Describe().c_str(),
+              times->size(), total * 1e3);
 }
 
 }  // namespace

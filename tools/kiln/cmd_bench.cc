@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -69,20 +70,25 @@ class BenchSequences {
   // `steps` decode steps of all sequences together, greedy, starting after
   // `context` positions.
   absl::Status Decode(std::vector<int32_t> next, int64_t context, int64_t steps) {
+    for (int64_t step = 0; step < steps; ++step) {
+      absl::StatusOr<std::span<const int32_t>> ids = ex_.StepGreedy(DecodeBatch(next, context + step));
+      if (!ids.ok()) return ids.status();
+      next.assign(ids->begin(), ids->end());
+    }
+    return absl::OkStatus();
+  }
+
+  // One decode step of all sequences: token next[s] at position `position`.
+  StepBatch DecodeBatch(const std::vector<int32_t>& next, int64_t position) const {
     StepBatch b;
     b.pages_per_seq = static_cast<int32_t>(pages_per_seq_);
     for (int64_t i = 0; i < batch_ * pages_per_seq_; ++i) b.block_tables.push_back(static_cast<int32_t>(i));
     for (int64_t s = 0; s <= batch_; ++s) b.query_starts.push_back(static_cast<int32_t>(s));
     for (int64_t s = 0; s < batch_; ++s) b.logit_rows.push_back(static_cast<int32_t>(s));
-    for (int64_t step = 0; step < steps; ++step) {
-      b.tokens = next;
-      b.positions.assign(batch_, static_cast<int32_t>(context + step));
-      b.context_lens.assign(batch_, static_cast<int32_t>(context + step + 1));
-      absl::StatusOr<std::span<const int32_t>> ids = ex_.StepGreedy(b);
-      if (!ids.ok()) return ids.status();
-      next.assign(ids->begin(), ids->end());
-    }
-    return absl::OkStatus();
+    b.tokens = next;
+    b.positions.assign(batch_, static_cast<int32_t>(position));
+    b.context_lens.assign(batch_, static_cast<int32_t>(position + 1));
+    return b;
   }
 
  private:
@@ -121,7 +127,8 @@ int RunBench(int argc, char** argv) {
       .Option("repeats", "N", "timed runs (the median is reported)", "3")
       .Option("peers", "FILE", "peer figures (markdown tables); default: ../shared/peers/llama.cpp-<backend>-h200.md")
       .Option("output-format", "FORMAT", "text or json", "text")
-      .Flag("probe", "measure the device's bandwidth and matrix rate first");
+      .Flag("probe", "measure the device's bandwidth and matrix rate first")
+      .Flag("profile", "after decode, time each kernel of one decode step on the GPU (vulkan: timestamps)");
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("bench", std::string(s.message()));
   if (args.help_requested()) {
     std::printf("%s", args.Help().c_str());
@@ -216,6 +223,12 @@ int RunBench(int argc, char** argv) {
     if (absl::Status s = seqs.Decode(*next, std::min<int64_t>(prompts.front(), 8), 4); !s.ok()) {
       return Fail("bench", std::string(s.message()));
     }
+    if (args.GetFlag("profile")) {
+      // Whether the backend can, before the timed runs.
+      absl::StatusOr<std::vector<KernelTime>> probe =
+          ex.ProfileStep(seqs.DecodeBatch(*next, std::min<int64_t>(prompts.front(), 8) + 4));
+      if (!probe.ok()) return Fail("bench", absl::StrCat("--profile: ", probe.status().message()));
+    }
   }
   std::vector<int32_t> first_tokens;
   for (int64_t prompt : prompts) {
@@ -287,6 +300,39 @@ int RunBench(int argc, char** argv) {
     if (peer) r.Set("peer_tokens_per_second", JsonValue::Number(*peer));
     results.array().push_back(std::move(r));
   }
+  JsonValue profile = JsonValue::MakeArray();
+  if (args.GetFlag("profile")) {
+    // One more decode step past the timed ones, with a timestamp per kernel;
+    // the kernels summed per template, largest first.
+    absl::StatusOr<std::vector<KernelTime>> times =
+        ex.ProfileStep(seqs.DecodeBatch(first_tokens, prompts.front() + gen));
+    if (!times.ok()) return Fail("bench", absl::StrCat("--profile: ", times.status().message()));
+    std::map<std::string, std::pair<int64_t, double>> by_kernel;
+    double total = 0;
+    for (const KernelTime& t : *times) {
+      auto& [count, seconds] = by_kernel[t.kernel];
+      ++count;
+      seconds += t.seconds;
+      total += t.seconds;
+    }
+    std::vector<std::pair<std::string, std::pair<int64_t, double>>> rows(by_kernel.begin(), by_kernel.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+    if (text) {
+      std::printf("profile of one decode step x %lld (GPU time per kernel, %zu dispatches, %.3f ms in all):\n",
+                  static_cast<long long>(batch), times->size(), total * 1e3);
+      for (const auto& [kernel, cs] : rows) {
+        std::printf("  %-32s %5lld x  %9.1f us  %5.1f%%\n", kernel.c_str(), static_cast<long long>(cs.first),
+                    cs.second * 1e6, total > 0 ? 100.0 * cs.second / total : 0.0);
+      }
+    }
+    for (const auto& [kernel, cs] : rows) {
+      JsonValue k = JsonValue::MakeObject();
+      k.Set("kernel", JsonValue::String(kernel));
+      k.Set("dispatches", JsonValue::Int(cs.first));
+      k.Set("seconds", JsonValue::Number(cs.second));
+      profile.array().push_back(std::move(k));
+    }
+  }
   if (!text) {
     JsonValue out = JsonValue::MakeObject();
     out.Set("model", JsonValue::String(program->description));
@@ -299,6 +345,7 @@ int RunBench(int argc, char** argv) {
     out.Set("ceiling_flops_per_second", JsonValue::Number(ceilings.flops_per_second));
     out.Set("ceilings_from", JsonValue::String(ceilings.what));
     out.Set("results", std::move(results));
+    if (args.GetFlag("profile")) out.Set("profile", std::move(profile));
     std::printf("%s\n", ToJson(out).c_str());
   }
   return 0;
