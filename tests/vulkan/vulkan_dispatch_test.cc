@@ -86,29 +86,52 @@ absl::StatusOr<Plan> LlamaShapedPlan(TestPlan& tp, int layers, int64_t* result, 
   return tp.Build(logits, vocab);
 }
 
-TEST(VulkanDispatch, HostCpuTimePerDecodeStepOf32Layers) {
-  TestPlan tp({1, 8});
-  int64_t result = 0, vocab = 0;
-  absl::StatusOr<Plan> plan = LlamaShapedPlan(tp, 32, &result, &vocab);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  ASSERT_EQ(plan->launches.size(), 32u * 5 + 3);
-  std::string skip;
-  absl::StatusOr<std::vector<uint8_t>> bundle = codegen::spirv::GenerateVulkanKernels(*plan);
-  ASSERT_TRUE(bundle.ok()) << bundle.status();
+// A Llama-shaped plan of `layers` on lavapipe (or the machine's Vulkan
+// device) and on the CPU executor, 16 pages each, both past an 8-token
+// prefill; `gpu` stays null when there is no Vulkan.
+struct PrefilledPair {
+  Plan plan;
+  int64_t vocab = 0;
+  std::unique_ptr<Executor> gpu;
+  std::unique_ptr<CpuExecutor> cpu;
+};
+absl::StatusOr<PrefilledPair> Prefilled(TestPlan& tp, int layers) {
+  PrefilledPair both;
+  int64_t result = 0;
+  absl::StatusOr<Plan> plan = LlamaShapedPlan(tp, layers, &result, &both.vocab);
+  if (!plan.ok()) return plan.status();
+  both.plan = *std::move(plan);
+  absl::StatusOr<std::vector<uint8_t>> bundle = codegen::spirv::GenerateVulkanKernels(both.plan);
+  if (!bundle.ok()) return bundle.status();
   vulkan::VulkanExecutorOptions options;
   options.num_pages = 16;
-  absl::StatusOr<std::unique_ptr<Executor>> gpu = vulkan::CreateVulkanExecutor(*plan, tp.Source(), *bundle, options);
-  if (!gpu.ok() && absl::IsUnavailable(gpu.status())) GTEST_SKIP() << "no Vulkan: " << gpu.status().message();
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  absl::StatusOr<std::unique_ptr<Executor>> gpu = vulkan::CreateVulkanExecutor(both.plan, tp.Source(), *bundle, options);
+  if (!gpu.ok() && !absl::IsUnavailable(gpu.status())) return gpu.status();
+  if (!gpu.ok()) return both;
+  both.gpu = *std::move(gpu);
   CpuExecutorOptions cpu_options;
   cpu_options.num_pages = 16;
-  absl::StatusOr<std::unique_ptr<CpuExecutor>> cpu = CpuExecutor::Create(*plan, tp.Source(), cpu_options);
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  absl::StatusOr<std::unique_ptr<CpuExecutor>> cpu = CpuExecutor::Create(both.plan, tp.Source(), cpu_options);
+  if (!cpu.ok()) return cpu.status();
+  both.cpu = *std::move(cpu);
+  const StepBatch prefill = MakeBatch({{0, 8}}, 16, static_cast<int32_t>(both.vocab), tp.rng(), {7});
+  if (absl::StatusOr<std::span<const float>> g = both.gpu->Step(prefill); !g.ok()) return g.status();
+  if (absl::StatusOr<std::span<const float>> c = both.cpu->Step(prefill); !c.ok()) return c.status();
+  return both;
+}
 
-  // Prefill 8 tokens, then decode one token at a time; the logits must track the CPU's throughout.
-  const StepBatch prefill = MakeBatch({{0, 8}}, 16, static_cast<int32_t>(vocab), tp.rng(), {7});
-  ASSERT_TRUE((*gpu)->Step(prefill).ok());
-  ASSERT_TRUE((*cpu)->Step(prefill).ok());
+TEST(VulkanDispatch, HostCpuTimePerDecodeStepOf32Layers) {
+  TestPlan tp({1, 8});
+  absl::StatusOr<PrefilledPair> both = Prefilled(tp, 32);
+  ASSERT_TRUE(both.ok()) << both.status();
+  if (both->gpu == nullptr) GTEST_SKIP() << "no Vulkan here";
+  const Plan* plan = &both->plan;
+  ASSERT_EQ(plan->launches.size(), 32u * 5 + 3);
+  std::unique_ptr<Executor>* gpu = &both->gpu;
+  std::unique_ptr<CpuExecutor>* cpu = &both->cpu;
+  const int64_t vocab = both->vocab;
+
+  // After the 8-token prefill, one token at a time; the logits must track the CPU's throughout.
   constexpr int kSteps = 20;  // lavapipe spends ~0.1 s of wall time on each
   double cpu_us = 0, wall_us = 0, worst_error = 0;
   for (int i = 0; i < kSteps; ++i) {
@@ -140,24 +163,13 @@ TEST(VulkanDispatch, HostCpuTimePerDecodeStepOf32Layers) {
 // match the CPU's); the CPU backend says it cannot.
 TEST(VulkanDispatch, ProfiledStepTimesEveryDispatchAndIsStillTheStep) {
   TestPlan tp({1, 8});
-  int64_t result = 0, vocab = 0;
-  absl::StatusOr<Plan> plan = LlamaShapedPlan(tp, 2, &result, &vocab);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  absl::StatusOr<std::vector<uint8_t>> bundle = codegen::spirv::GenerateVulkanKernels(*plan);
-  ASSERT_TRUE(bundle.ok()) << bundle.status();
-  vulkan::VulkanExecutorOptions options;
-  options.num_pages = 16;
-  absl::StatusOr<std::unique_ptr<Executor>> gpu = vulkan::CreateVulkanExecutor(*plan, tp.Source(), *bundle, options);
-  if (!gpu.ok() && absl::IsUnavailable(gpu.status())) GTEST_SKIP() << "no Vulkan: " << gpu.status().message();
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  CpuExecutorOptions cpu_options;
-  cpu_options.num_pages = 16;
-  absl::StatusOr<std::unique_ptr<CpuExecutor>> cpu = CpuExecutor::Create(*plan, tp.Source(), cpu_options);
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-
-  const StepBatch prefill = MakeBatch({{0, 8}}, 16, static_cast<int32_t>(vocab), tp.rng(), {7});
-  ASSERT_TRUE((*gpu)->Step(prefill).ok());
-  ASSERT_TRUE((*cpu)->Step(prefill).ok());
+  absl::StatusOr<PrefilledPair> both = Prefilled(tp, 2);
+  ASSERT_TRUE(both.ok()) << both.status();
+  if (both->gpu == nullptr) GTEST_SKIP() << "no Vulkan here";
+  const Plan* plan = &both->plan;
+  std::unique_ptr<Executor>* gpu = &both->gpu;
+  std::unique_ptr<CpuExecutor>* cpu = &both->cpu;
+  const int64_t vocab = both->vocab;
   const StepBatch profiled = MakeBatch({{8, 1}}, 16, static_cast<int32_t>(vocab), tp.rng());
   absl::StatusOr<std::vector<KernelTime>> times = (*gpu)->ProfileStep(profiled);
   if (!times.ok() && absl::IsUnimplemented(times.status())) GTEST_SKIP() << times.status().message();
