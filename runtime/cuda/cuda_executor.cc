@@ -288,7 +288,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         // f16 activations of the tensor-core matmul; for the 2-63-token
         // buckets' tile kernel, hi and lo halves and sums per 32 (in halves).
         if (p.buckets.back() >= kTensorCoreMinBucket) x_f16_halves = std::max(x_f16_halves, p.buckets.back() * width);
-        if (c.names.size() > 5) {
+        if (c.has_tile_tc()) {
           int64_t small = 0;
           for (int64_t b : p.buckets) small = b < kTensorCoreMinBucket ? b : small;
           x_f16_halves = std::max(x_f16_halves, small * (2 * width + 2 * (width / 32)));
@@ -487,7 +487,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           if (launched.ok()) {
             launched = launch(rc.functions[2], (mp.total_n + 63) / 64, (max_rows + 127) / 128, 256, 0, &mp);
           }
-        } else if (max_rows > 1 && rc.functions.size() > 5 && mp.k % 32 == 0) {
+        } else if (max_rows > 1 && rc.call.has_tile_tc() && mp.k % 32 == 0) {
           // 2-63 tokens on tensor cores: x as f16 hi | lo | sums per 32.
           ap.y_lo = ap.y + static_cast<int64_t>(max_rows) * mp.k;
           ap.sums = reinterpret_cast<float*>(ap.y_lo + static_cast<int64_t>(max_rows) * mp.k);

@@ -49,6 +49,8 @@ struct KernelCall {
   // storages with a tile tensor-core kernel, buckets of 2 to 63 tokens run
   // [4] (activations split into f16 hi and lo) followed by [5] instead of [1].
   std::vector<std::string> names;
+  // Whether `names` has the tile tensor-core pair [4], [5].
+  bool has_tile_tc() const { return names.size() >= 6; }
   // kMatmul: the launch's weight indices (weight<i>) this call covers; with
   // `to_scratch` its outputs go to scratch buffers 0.. instead of results.
   std::vector<int> weights;

@@ -208,8 +208,9 @@ absl::StatusOr<bool> Scheduler::RunStep() {
   // side changes no token. Over a large vocabulary a row costs ~1 ms of host
   // time (a 64-sequence step spent 50 ms sampling on the H200's host, more
   // than the GPU step), so the rows go to a thread pool there.
-  std::vector<std::optional<absl::StatusOr<SampledToken>>> sampled(slots.size());
+  std::vector<std::optional<absl::StatusOr<SampledToken>>> sampled;
   if (!argmax_only) {
+    sampled.resize(slots.size());
     std::vector<size_t> rows;
     for (size_t k = 0; k < slots.size(); ++k) {
       if (slots[k].draft.tokens.empty() && row_of_slot[k] >= 0) rows.push_back(k);

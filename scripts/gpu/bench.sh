@@ -99,16 +99,16 @@ if [ -n "${KILN_SERVE_SWEEP:-}" ] && [ -f "$weights/llama3-8b-q4_k.gguf" ]; then
   if [ -n "$url" ]; then
     echo "== serve sweep on $url (server up after ${SECONDS}s)"
     for temp in ${KILN_SERVE_TEMPERATURES:-0.8}; do
-    echo "temperature $temp"
-    for c in 1 2 4 8 16 32 64; do
-      n=$(( c * 2 > 8 ? c * 2 : 8 ))
-      json=$out/serve-t$temp-c$c.json
-      python3 "$root/scripts/bench_serve.py" --url "$url" --requests $n --concurrency $c --mix fixed \
-        --prompt-len 64 --max-tokens 64 --temperature "$temp" --metrics-interval 0 --json >"$json" 2>"$json.err" ||
-        echo "sweep c=$c failed: $(tail -2 "$json.err")"
-      python3 -c "import json,sys; r=json.load(open(sys.argv[1])); i=r['itl_ms']; t=r['ttft_ms']; st=r.get('server_steps') or 0; ss=r.get('server_step_s') or 0; se=r.get('server_executor_s') or 0; print('c=%3s  %5d/%d ok  %8.1f tok/s  ITL p50 %.1f p99 %.1f ms  TTFT p50 %.0f p99 %.0f ms  | server %.1f tok/s, %d steps, %.2f ms/step (%.2f backend, %.2f host)' % (sys.argv[2], r['completed'], r['requests'], r['throughput_tok_s'], i['p50'], i['p99'], t['p50'], t['p99'], r.get('server_throughput_tok_s') or 0, st, 1e3 * ss / max(st, 1), 1e3 * se / max(st, 1), 1e3 * (ss - se) / max(st, 1)))" \
-        "$json" $c
-    done
+      echo "temperature $temp"
+      for c in 1 2 4 8 16 32 64; do
+        n=$(( c * 2 > 8 ? c * 2 : 8 ))
+        json=$out/serve-t$temp-c$c.json
+        python3 "$root/scripts/bench_serve.py" --url "$url" --requests $n --concurrency $c --mix fixed \
+          --prompt-len 64 --max-tokens 64 --temperature "$temp" --metrics-interval 0 --json >"$json" 2>"$json.err" ||
+          echo "sweep c=$c failed: $(tail -2 "$json.err")"
+        python3 -c "import json,sys; r=json.load(open(sys.argv[1])); i=r['itl_ms']; t=r['ttft_ms']; st=r.get('server_steps') or 0; ss=r.get('server_step_s') or 0; se=r.get('server_executor_s') or 0; print('c=%3s  %5d/%d ok  %8.1f tok/s  ITL p50 %.1f p99 %.1f ms  TTFT p50 %.0f p99 %.0f ms  | server %.1f tok/s, %d steps, %.2f ms/step (%.2f backend, %.2f host)' % (sys.argv[2], r['completed'], r['requests'], r['throughput_tok_s'], i['p50'], i['p99'], t['p50'], t['p99'], r.get('server_throughput_tok_s') or 0, st, 1e3 * ss / max(st, 1), 1e3 * se / max(st, 1), 1e3 * (ss - se) / max(st, 1)))" \
+          "$json" $c
+      done
     done
   else
     echo "serve did not start: $(tail -5 "$log")"
