@@ -45,6 +45,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CreateCpu(const Program& program, cons
   CpuExecutorOptions cpu;
   cpu.threads = options.threads;
   cpu.num_pages = options.num_pages;
+  cpu.kv_fraction = options.cpu_kv_fraction;
+  cpu.max_kv_pages = options.max_kv_pages;
   absl::StatusOr<std::unique_ptr<CpuExecutor>> ex = CpuExecutor::Create(program.plan, program.weights, cpu);
   if (!ex.ok()) return ex.status();
   return std::unique_ptr<Executor>(std::move(*ex));

@@ -18,7 +18,14 @@ struct BackendOptions {
   std::string backend = "auto";  // auto | cpu | cuda | vulkan
   int device = 0;                // GPU index for cuda / vulkan
   int threads = 0;               // cpu: 0 = all cores
-  int64_t num_pages = 0;         // KV pages; 0 = what the plan's context needs
+  int64_t num_pages = 0;         // KV pages; 0 = sized by the fractions below
+  // With num_pages 0: the KV pool takes this fraction of the memory left free
+  // by the backend's other allocations (GPU: device memory; cpu: available
+  // RAM), at most max_kv_pages pages (0: no cap). A fraction of 0: one
+  // context's pages (the plan's max_tokens).
+  double gpu_kv_fraction = 0;
+  double cpu_kv_fraction = 0;
+  int64_t max_kv_pages = 0;
 };
 
 struct SelectedBackend {

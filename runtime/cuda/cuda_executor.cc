@@ -327,16 +327,40 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   std::vector<WeightUpload> uploads;
   if (absl::Status s = ex->BindWeights(program.weights, &offset, &uploads); !s.ok()) return s;
   const uint64_t pool_offset = offset;
-  const uint64_t pool_bytes = 2ull * p.pool.layers * ex->num_pages_ * p.pool.page_size * p.pool.kv_heads *
-                              p.pool.head_dim * sizeof(float);
-  const uint64_t arena_offset = AlignUp(pool_offset + pool_bytes);
-  const uint64_t scratch_offset = AlignUp(arena_offset + p.arena_bytes.back());
+  const uint64_t page_bytes =
+      2ull * p.pool.layers * p.pool.page_size * p.pool.kv_heads * p.pool.head_dim * sizeof(float);
+  // The offsets after the pool, for a pool of `pages`.
+  struct Tail {
+    uint64_t arena, scratch, partials, x_f16, inputs, greedy, rope_start, end;
+  };
   ex->scratch_bytes_ = scratch_floats * sizeof(float);
-  const uint64_t partials_offset = AlignUp(scratch_offset + ex->scratch_bytes_);
-  const uint64_t x_f16_offset = AlignUp(partials_offset + partial_floats * sizeof(float));
-  const uint64_t inputs_offset = AlignUp(x_f16_offset + x_f16_halves * sizeof(uint16_t));
-  const uint64_t greedy_offset = AlignUp(inputs_offset + ex->layout_.total * sizeof(int32_t));
-  const uint64_t rope_start = AlignUp(greedy_offset + max_tokens * sizeof(int32_t));
+  auto tail = [&](int64_t pages) {
+    Tail t;
+    t.arena = AlignUp(pool_offset + pages * page_bytes);
+    t.scratch = AlignUp(t.arena + p.arena_bytes.back());
+    t.partials = AlignUp(t.scratch + ex->scratch_bytes_);
+    t.x_f16 = AlignUp(t.partials + partial_floats * sizeof(float));
+    t.inputs = AlignUp(t.x_f16 + x_f16_halves * sizeof(uint16_t));
+    t.greedy = AlignUp(t.inputs + ex->layout_.total * sizeof(int32_t));
+    t.rope_start = AlignUp(t.greedy + max_tokens * sizeof(int32_t));
+    t.end = t.rope_start;
+    for (const auto& [key, table] : rope_tables) t.end = AlignUp(t.end + table.size() * sizeof(float));
+    return t;
+  };
+  if (options.num_pages == 0 && options.gpu_kv_fraction > 0) {
+    size_t free = 0, total = 0;
+    KILN_CU(api, api.cuMemGetInfo(&free, &total));
+    const uint64_t others = tail(0).end;
+    absl::StatusOr<int64_t> pages =
+        KvPagesForFreeMemory(free > others ? free - others : 0, options.gpu_kv_fraction, page_bytes,
+                             options.max_kv_pages, "device memory free after the weights");
+    if (!pages.ok()) return pages.status();
+    ex->num_pages_ = *pages;
+  }
+  const Tail t = tail(ex->num_pages_);
+  const uint64_t arena_offset = t.arena, scratch_offset = t.scratch, partials_offset = t.partials,
+                 x_f16_offset = t.x_f16, inputs_offset = t.inputs, greedy_offset = t.greedy,
+                 rope_start = t.rope_start;
   uint64_t rope_offset = rope_start;
   for (auto& [key, table] : rope_tables) {
     ex->rope_tables_[key] = rope_offset;  // relative until the allocation exists

@@ -1,7 +1,12 @@
 #include "runtime/executor/cpu_executor.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,6 +25,18 @@ namespace {
 
 absl::Status LaunchError(const PlanLaunch& l, const std::string& what) {
   return absl::InternalError(absl::StrCat("launch '", l.kernel, "': ", what));
+}
+
+// MemAvailable (what the kernel could hand out without swapping), or the
+// free pages where /proc/meminfo is not readable.
+uint64_t AvailableRamBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    if (line.rfind("MemAvailable:", 0) == 0) return std::strtoull(line.c_str() + 13, nullptr, 10) * 1024;  // kB
+  }
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
 }
 
 }  // namespace
@@ -68,6 +85,14 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(Plan plan, cons
   ex->arena_.assign(p.arena_bytes.back(), 0);
   const int64_t needed = (p.pool.max_tokens + p.pool.page_size - 1) / p.pool.page_size;
   ex->num_pages_ = options.num_pages > 0 ? options.num_pages : needed;
+  if (options.num_pages == 0 && options.kv_fraction > 0) {
+    const uint64_t page_bytes = 2ull * p.pool.layers * p.pool.page_size * p.pool.kv_heads * p.pool.head_dim * 4;
+    absl::StatusOr<int64_t> pages =
+        KvPagesForFreeMemory(AvailableRamBytes(), options.kv_fraction, page_bytes, options.max_kv_pages,
+                             "available RAM");
+    if (!pages.ok()) return pages.status();
+    ex->num_pages_ = *pages;
+  }
   const int64_t per_layer = ex->num_pages_ * p.pool.page_size * p.pool.kv_heads * p.pool.head_dim;
   ex->kv_.assign(static_cast<size_t>(2 * p.pool.layers * per_layer), 0.0f);
   return ex;

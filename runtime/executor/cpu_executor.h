@@ -22,7 +22,11 @@ namespace kiln {
 
 struct CpuExecutorOptions {
   int threads = 0;        // 0: all cores
-  int64_t num_pages = 0;  // KV pages in the pool
+  int64_t num_pages = 0;  // KV pages in the pool; 0: sized as below
+  // With num_pages 0 and a fraction: that fraction of the available RAM once
+  // the weights are bound, at most max_kv_pages; else one context's pages.
+  double kv_fraction = 0;
+  int64_t max_kv_pages = 0;
 };
 
 class CpuExecutor final : public Executor {

@@ -28,6 +28,22 @@ absl::StatusOr<std::vector<KernelTime>> Executor::ProfileStep(const StepBatch&) 
       "%s has no per-kernel step profile (the vulkan backend has; profile the cuda backend with ncu)", Describe()));
 }
 
+absl::StatusOr<int64_t> KvPagesForFreeMemory(uint64_t free_bytes, double fraction, uint64_t page_bytes,
+                                             int64_t max_pages, std::string_view memory) {
+  if (!(fraction > 0 && fraction <= 1) || page_bytes == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("KV pool: fraction %g of %s is not in (0, 1]", fraction, memory));
+  }
+  int64_t pages = static_cast<int64_t>(static_cast<double>(free_bytes) * fraction / static_cast<double>(page_bytes));
+  if (max_pages > 0) pages = std::min(pages, max_pages);
+  if (pages < 1) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "KV pool: %.0f%% of the %.1f MiB of %s is less than one page (%.2f MiB); give the pool a size "
+        "(--kv-memory MIB) or free memory",
+        fraction * 100, free_bytes / 1048576.0, memory, page_bytes / 1048576.0));
+  }
+  return pages;
+}
+
 std::string Executor::BackendName() const {
   const std::string d = Describe();
   return d.substr(0, d.find(' '));

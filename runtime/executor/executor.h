@@ -8,6 +8,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -40,6 +41,13 @@ struct StepBatch {
 // positions lie inside their sequences, pages inside the pool, T fits a
 // bucket. Returns the bucket index. Every backend calls this before running.
 absl::StatusOr<size_t> ValidateStepBatch(const Plan& plan, int64_t num_pages, const StepBatch& batch);
+
+// The pages of a KV pool sized from free memory (`kiln serve`'s default):
+// `fraction` of `free_bytes`, in pages of `page_bytes`, at most `max_pages`
+// (0: no cap). An error naming what was free when not one page fits.
+// `memory` says which memory for the message: "free device memory".
+absl::StatusOr<int64_t> KvPagesForFreeMemory(uint64_t free_bytes, double fraction, uint64_t page_bytes,
+                                             int64_t max_pages, std::string_view memory);
 
 // The GPU time of one kernel of a profiled step.
 struct KernelTime {

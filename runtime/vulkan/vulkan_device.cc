@@ -130,6 +130,11 @@ absl::StatusOr<Buffer> VulkanDevice::CreateBuffer(VkDeviceSize size, bool host_v
                                                         what, VkResultName(r)));
   }
   api_.vkBindBufferMemory(device_, b.buffer, b.memory, 0);
+  const uint32_t heap = memory_props_.memoryTypes[*type].heapIndex;
+  if (memory_props_.memoryHeaps[heap].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
+    b.heap_bytes = req.size;
+    heap_used_ += req.size;
+  }
   if (memory_props_.memoryTypes[*type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
     KILN_VK_CHECK(api_.vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped), "vkMapMemory");
   }
@@ -137,9 +142,20 @@ absl::StatusOr<Buffer> VulkanDevice::CreateBuffer(VkDeviceSize size, bool host_v
 }
 
 void VulkanDevice::DestroyBuffer(Buffer& b) {
+  heap_used_ -= b.heap_bytes;
   if (b.buffer) api_.vkDestroyBuffer(device_, b.buffer, nullptr);
   if (b.memory) api_.vkFreeMemory(device_, b.memory, nullptr);
   b = Buffer{};
+}
+
+VkDeviceSize VulkanDevice::device_heap_free() const {
+  VkDeviceSize largest = 0;
+  for (uint32_t i = 0; i < memory_props_.memoryHeapCount; ++i) {
+    if (memory_props_.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
+      largest = std::max(largest, memory_props_.memoryHeaps[i].size);
+    }
+  }
+  return largest > heap_used_ ? largest - heap_used_ : 0;
 }
 
 absl::Status VulkanDevice::RunOnce(const std::function<void(VkCommandBuffer)>& record) {

@@ -27,6 +27,7 @@ struct Buffer {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   VkDeviceSize size = 0;
   void* mapped = nullptr;  // host-visible buffers only
+  VkDeviceSize heap_bytes = 0;  // what it took from the device-local heap
 };
 
 class VulkanDevice {
@@ -63,6 +64,9 @@ class VulkanDevice {
   VkDeviceSize storage_align() const { return storage_align_; }  // offsets of bound ranges
   // Valid bits of the compute queue's timestamps (0: it has none).
   uint32_t timestamp_bits() const { return timestamp_bits_; }
+  // The largest device-local heap less what this device's buffers hold of it:
+  // an upper bound on free device memory (other processes' use is not seen).
+  VkDeviceSize device_heap_free() const;
   // "vulkan (llvmpipe (LLVM 15.0.6, 256 bits), Mesa 22.3.6 (LLVM 15.0.6))"
   const std::string& description() const { return description_; }
 
@@ -78,6 +82,7 @@ class VulkanDevice {
   VkCommandPool command_pool_ = VK_NULL_HANDLE;
   VkDeviceSize storage_align_ = 256;
   uint32_t timestamp_bits_ = 0;
+  VkDeviceSize heap_used_ = 0;
   std::string description_;
 };
 

@@ -558,10 +558,26 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   }
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   KILN_VK_CHECK(dev_.api().vkCreateFence(dev_.device(), &fci, nullptr, &fence_), "vkCreateFence");
+  if (absl::Status s = UploadWeights(weights); !s.ok()) return s;
+  absl::StatusOr<Buffer> arena = dev_.CreateBuffer(plan_.arena_bytes.back(), false, "arena");
+  if (!arena.ok()) return arena.status();
+  arena_ = *arena;
+
   const int64_t needed = (plan_.pool.max_tokens + plan_.pool.page_size - 1) / plan_.pool.page_size;
-  num_pages_ = options_.num_pages > 0 ? options_.num_pages : needed;
-  kv_half_floats_ = num_pages_ * plan_.pool.page_size * plan_.pool.kv_heads * plan_.pool.head_dim;
+  const int64_t page_floats = plan_.pool.page_size * plan_.pool.kv_heads * plan_.pool.head_dim;
   const uint64_t range = dev_.props().limits.maxStorageBufferRange;
+  num_pages_ = options_.num_pages > 0 ? options_.num_pages : needed;
+  if (options_.num_pages == 0 && options_.kv_fraction > 0) {
+    // Sized from free memory, but never past what one layer's binding can address.
+    int64_t cap = static_cast<int64_t>((range - std::min<uint64_t>(range, dev_.storage_align())) / (8 * page_floats));
+    if (options_.max_kv_pages > 0) cap = std::min(cap, options_.max_kv_pages);
+    absl::StatusOr<int64_t> pages =
+        KvPagesForFreeMemory(dev_.device_heap_free(), options_.kv_fraction, 8ull * plan_.pool.layers * page_floats,
+                             cap, "device memory free after the weights");
+    if (!pages.ok()) return pages.status();
+    num_pages_ = *pages;
+  }
+  kv_half_floats_ = num_pages_ * page_floats;
   if (static_cast<uint64_t>(2 * kv_half_floats_ * 4) + dev_.storage_align() > range ||
       static_cast<uint64_t>(plan_.arena_bytes.back()) > range) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -569,11 +585,6 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
         "range; use fewer pages or smaller buckets",
         2 * kv_half_floats_ * 4, plan_.arena_bytes.back(), range));
   }
-  if (absl::Status s = UploadWeights(weights); !s.ok()) return s;
-
-  absl::StatusOr<Buffer> arena = dev_.CreateBuffer(plan_.arena_bytes.back(), false, "arena");
-  if (!arena.ok()) return arena.status();
-  arena_ = *arena;
   absl::StatusOr<Buffer> kv = dev_.CreateBuffer(2 * plan_.pool.layers * kv_half_floats_ * 4, false, "KV pages");
   if (!kv.ok()) return kv.status();
   kv_ = *kv;
@@ -693,6 +704,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CreateVulkanExecutor(const Program& pr
   VulkanExecutorOptions vk;
   vk.device = options.device;
   vk.num_pages = options.num_pages;
+  vk.kv_fraction = options.gpu_kv_fraction;
+  vk.max_kv_pages = options.max_kv_pages;
   vk.skip_cpu_devices = options.backend == "auto";
   return CreateVulkanExecutor(program.plan, program.weights, kernels->bytes, vk);
 }

@@ -22,6 +22,10 @@ namespace kiln::vulkan {
 struct VulkanExecutorOptions {
   int device = 0;          // index among the devices the loader lists
   int64_t num_pages = 0;   // KV pages; 0 = what the plan's context needs
+  // With num_pages 0 and a fraction: that fraction of the device-local heap's
+  // free memory once the weights are uploaded, at most max_kv_pages.
+  double kv_fraction = 0;
+  int64_t max_kv_pages = 0;
   // Tests: fill the arena with NaN before every step, so a kernel that skips
   // an output element shows up as NaN instead of last step's value.
   bool poison_arena = false;

@@ -87,7 +87,7 @@ if [ -n "${KILN_SERVE_SWEEP:-}" ] && [ -f "$weights/llama3-8b-q4_k.gguf" ]; then
   SECONDS=0
   log=$out/serve-q4_k.log
   "$kiln" serve "$stage/artifacts/llama3-8b-q4_k.prog.kiln" --weights "$weights/llama3-8b-q4_k.gguf" \
-    --backend cuda --port 0 --kv-memory 16384 --max-running 64 --token-budget 512 >"$log" 2>&1 &
+    --backend cuda --port 0 --max-running 64 --token-budget 512 >"$log" 2>&1 &
   server=$!
   url=
   for _ in $(seq 600); do
@@ -98,6 +98,7 @@ if [ -n "${KILN_SERVE_SWEEP:-}" ] && [ -f "$weights/llama3-8b-q4_k.gguf" ]; then
   done
   if [ -n "$url" ]; then
     echo "== serve sweep on $url (server up after ${SECONDS}s)"
+    grep "^kiln serve: listening" "$log"
     for temp in ${KILN_SERVE_TEMPERATURES:-0.8}; do
       echo "temperature $temp"
       for c in 1 2 4 8 16 32 64; do

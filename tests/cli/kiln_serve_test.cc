@@ -48,6 +48,7 @@ class Server {
       }
       if (const size_t at = line.find("listening on http://127.0.0.1:"); at != std::string::npos) {
         port_ = std::atoi(line.c_str() + at + 30);
+        listening_ = line;
         break;
       }
       line.clear();
@@ -63,8 +64,11 @@ class Server {
     if (fd_ >= 0) close(fd_);
   }
   int port() const { return port_; }
+  // "kiln serve: listening on http://127.0.0.1:PORT (model ..., N KV pages of ...)"
+  const std::string& listening() const { return listening_; }
 
  private:
+  std::string listening_;
   pid_t pid_ = -1;
   int port_ = 0;
   int fd_ = -1;
@@ -285,6 +289,54 @@ TEST(KilnServe, ClientDisconnectCancelsTheRequest) {
   }
   EXPECT_THAT(metrics, HasSubstr("kiln_requests_running 0"));
   EXPECT_THAT(metrics, HasSubstr("kiln_kv_pages_used 0"));
+}
+
+// The KV pool a server allocates: by default from free memory, capped at what
+// --max-running sequences at full context fill; a percentage of free memory;
+// MiB; and clear errors for the rest.
+int64_t KvPagesTotal(int port) {
+  const std::string metrics = Request(port, "GET", "/metrics").body;
+  const std::string key = "\nkiln_kv_pages_total ";
+  const size_t at = metrics.find(key);
+  return at == std::string::npos ? -1 : std::atoll(metrics.c_str() + at + key.size());
+}
+
+TEST(KilnServe, KvPoolIsSizedFromFreeMemoryByDefault) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  // 25% of the available RAM is far more than stories260K's contexts need, so
+  // the cap decides: pages in proportion to --max-running.
+  int64_t three = 0;
+  {
+    Server server({model.string(), "--max-running", "3"});
+    ASSERT_GT(server.port(), 0);
+    EXPECT_THAT(server.listening(), HasSubstr(" auto)"));
+    three = KvPagesTotal(server.port());
+  }
+  ASSERT_GT(three, 0);
+  EXPECT_EQ(three % 3, 0);
+  {
+    Server server({model.string(), "--max-running", "6"});
+    ASSERT_GT(server.port(), 0);
+    EXPECT_EQ(KvPagesTotal(server.port()), 2 * three);
+  }
+  {
+    Server server({model.string(), "--kv-memory", "0.001%"});
+    ASSERT_GT(server.port(), 0);
+    EXPECT_THAT(server.listening(), HasSubstr("0.001% of free memory)"));
+    EXPECT_GT(KvPagesTotal(server.port()), 0);
+  }
+  {
+    Server server({model.string(), "--kv-memory", "1"});
+    ASSERT_GT(server.port(), 0);
+    EXPECT_THAT(server.listening(), HasSubstr("1 MiB asked)"));
+  }
+  for (const char* bad : {"0", "-5", "lots", "0%", "101%", "x%"}) {
+    testing::CommandResult r = testing::RunKiln("serve " + testing::Quote(model.string()) + " --port 0 --kv-memory " +
+                                                testing::Quote(bad));
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_THAT(r.output, HasSubstr("--kv-memory")) << bad;
+  }
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 // simulates the pool's contents.
 #include "runtime/serving/kv_page_manager.h"
 
+#include "runtime/executor/executor.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -11,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace kiln {
@@ -532,6 +535,25 @@ TEST(KvPageManagerTest, RandomizedWithCollidingHashes) {
     RunStress(seed, /*weak_hash=*/true);
     if (::testing::Test::HasFatalFailure()) return;
   }
+}
+
+// kiln serve's default pool: a fraction of free memory, whole pages only,
+// capped, and a clear error where not one page fits.
+TEST(KvPagesForFreeMemory, TakesTheFractionInWholePagesUpToTheCap) {
+  const uint64_t mib = 1 << 20;
+  EXPECT_EQ(*KvPagesForFreeMemory(1000 * mib, 0.9, 2 * mib, 0, "device memory"), 450);
+  EXPECT_EQ(*KvPagesForFreeMemory(1000 * mib + 3, 0.25, 3 * mib, 0, "RAM"), 83);  // 250 MiB / 3, rounded down
+  EXPECT_EQ(*KvPagesForFreeMemory(1000 * mib, 0.9, 2 * mib, 100, "device memory"), 100);
+  EXPECT_EQ(*KvPagesForFreeMemory(1000 * mib, 1.0, 2 * mib, 100000, "device memory"), 500);
+  absl::StatusOr<int64_t> none = KvPagesForFreeMemory(3 * mib, 0.5, 2 * mib, 0, "device memory free after the weights");
+  ASSERT_FALSE(none.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(none.status()));
+  EXPECT_THAT(std::string(none.status().message()),
+              ::testing::HasSubstr("50% of the 3.0 MiB of device memory free after the weights is less than one page "
+                                   "(2.00 MiB)"));
+  EXPECT_FALSE(KvPagesForFreeMemory(1000 * mib, 0, 2 * mib, 0, "RAM").ok());
+  EXPECT_FALSE(KvPagesForFreeMemory(1000 * mib, 1.5, 2 * mib, 0, "RAM").ok());
+  EXPECT_FALSE(KvPagesForFreeMemory(1000 * mib, 0.5, 0, 0, "RAM").ok());
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/backend/backend.h"
@@ -26,7 +27,11 @@ int RunServe(int argc, char** argv) {
       .Option("host", "ADDR", "address to listen on (loopback unless you mean otherwise)", "127.0.0.1")
       .Option("port", "N", "TCP port (0: any free port, printed)", "8080")
       .Option("api-key", "KEY", "require 'Authorization: Bearer KEY'")
-      .Option("kv-memory", "MIB", "memory for the paged KV cache", "256")
+      .Option("kv-memory", "MIB|P%|auto",
+              "memory for the paged KV cache: MiB, or a percentage of the memory free once the weights are\n"
+              "loaded; auto: 90% of free device memory on a GPU, 25% of available RAM on the CPU, at most\n"
+              "what --max-running sequences at full context fill",
+              "auto")
       .Option("token-budget", "N", "tokens per step (chunked prefill size)", "256")
       .Option("max-running", "N", "sequences batched at once", "64")
       .Option("max-tokens", "N", "largest max_tokens a request may ask for", "4096")
@@ -47,8 +52,8 @@ int RunServe(int argc, char** argv) {
     std::printf("%s", args.Help().c_str());
     return 0;
   }
-  int64_t port, kv_mib, budget, running, max_tokens, max_body, threads, draft_max, spec_budget = 0;
-  for (auto [flag, out] : {std::pair<const char*, int64_t*>{"port", &port}, {"kv-memory", &kv_mib},
+  int64_t port, budget, running, max_tokens, max_body, threads, draft_max, spec_budget = 0;
+  for (auto [flag, out] : {std::pair<const char*, int64_t*>{"port", &port},
                            {"token-budget", &budget}, {"max-running", &running}, {"max-tokens", &max_tokens},
                            {"max-body", &max_body}, {"threads", &threads}, {"draft-max", &draft_max}}) {
     absl::StatusOr<int64_t> v = args.GetInt(flag);
@@ -71,17 +76,52 @@ int RunServe(int argc, char** argv) {
   if (!program.ok()) return Fail("serve", std::string(program.status().message()));
   const PlanPagePool& pool = program->plan.pool;
   const int64_t page_bytes = 2 * pool.layers * pool.page_size * pool.kv_heads * pool.head_dim * 4;
-  const int64_t pages = kv_mib * 1024 * 1024 / page_bytes;
-  if (pages < 1) return Fail("serve", "--kv-memory is too small for one page");
+  BackendOptions exec_options;
+  const std::string kv_memory = args.Get("kv-memory");
+  std::string kv_how;
+  if (kv_memory == "auto") {
+    exec_options.gpu_kv_fraction = 0.9;
+    exec_options.cpu_kv_fraction = 0.25;
+    exec_options.max_kv_pages = running * ((pool.max_tokens + pool.page_size - 1) / pool.page_size);
+    kv_how = "auto";
+  } else if (!kv_memory.empty() && kv_memory.back() == '%') {
+    double percent = 0;
+    if (!absl::SimpleAtod(kv_memory.substr(0, kv_memory.size() - 1), &percent) || !(percent > 0 && percent <= 100)) {
+      return Fail("serve", "--kv-memory P% takes a percentage in (0, 100]");
+    }
+    exec_options.gpu_kv_fraction = exec_options.cpu_kv_fraction = percent / 100;
+    kv_how = absl::StrCat(kv_memory, " of free memory");
+  } else {
+    absl::StatusOr<int64_t> mib = args.GetInt("kv-memory");
+    if (!mib.ok() || *mib < 1) return Fail("serve", "--kv-memory takes MiB (a positive integer), P% or auto");
+    exec_options.num_pages = *mib * 1024 * 1024 / page_bytes;
+    if (exec_options.num_pages < 1) {
+      return Fail("serve", absl::StrFormat("--kv-memory %d MiB is less than one KV page (%.2f MiB)", *mib,
+                                           page_bytes / 1048576.0));
+    }
+    kv_how = absl::StrCat(*mib, " MiB asked");
+  }
   absl::StatusOr<int64_t> device = args.GetInt("device");
   if (!device.ok() || *device < 0) return Fail("serve", "--device takes a GPU index (0, 1, ...)");
-  BackendOptions exec_options;
   exec_options.backend = args.Get("backend");
   exec_options.device = static_cast<int>(*device);
   exec_options.threads = static_cast<int>(threads);
-  exec_options.num_pages = pages;
+  std::optional<Program> draft_program;
+  if (args.Has("draft")) {
+    absl::StatusOr<Program> loaded = LoadProgram(args.Get("draft"));
+    if (!loaded.ok()) return Fail("serve", absl::StrCat("draft: ", loaded.status().message()));
+    draft_program = *std::move(loaded);
+    // The draft's pool holds as many tokens as the target's: a pool sized
+    // from free memory leaves the draft its share.
+    const PlanPagePool& d = draft_program->plan.pool;
+    const double target_token = pool.layers * pool.kv_heads * pool.head_dim;
+    const double share = target_token / (target_token + d.layers * d.kv_heads * d.head_dim);
+    exec_options.gpu_kv_fraction *= share;
+    exec_options.cpu_kv_fraction *= share;
+  }
   absl::StatusOr<SelectedBackend> selected = CreateExecutor(*program, exec_options);
   if (!selected.ok()) return Fail("serve", std::string(selected.status().message()));
+  const int64_t pages = selected->executor->num_pages();
   if (!selected->reason.empty()) {
     std::fprintf(stderr, "kiln: backend %s (%s)\n", selected->executor->Describe().c_str(), selected->reason.c_str());
   }
@@ -93,11 +133,7 @@ int RunServe(int argc, char** argv) {
   std::unique_ptr<StepDrafter> drafter;
   std::unique_ptr<Executor> draft_executor;
   std::unique_ptr<KvPageManager> draft_kv;
-  std::optional<Program> draft_program;
-  if (args.Has("draft")) {
-    absl::StatusOr<Program> loaded = LoadProgram(args.Get("draft"));
-    if (!loaded.ok()) return Fail("serve", absl::StrCat("draft: ", loaded.status().message()));
-    draft_program = *std::move(loaded);
+  if (draft_program) {
     const Tokenizer& a = *program->tokenizer;
     const Tokenizer& b = *draft_program->tokenizer;
     bool same = a.vocab_size() == b.vocab_size();
@@ -110,6 +146,7 @@ int RunServe(int argc, char** argv) {
     const int64_t draft_page = draft_program->plan.pool.page_size;
     BackendOptions draft_options = exec_options;
     draft_options.backend = (*executor)->BackendName();
+    draft_options.gpu_kv_fraction = draft_options.cpu_kv_fraction = 0;
     draft_options.num_pages = (pages * pool.page_size + running * draft_max + draft_page - 1) / draft_page;
     absl::StatusOr<SelectedBackend> d = CreateExecutor(*draft_program, draft_options);
     if (!d.ok()) return Fail("serve", absl::StrCat("draft: ", d.status().message()));
@@ -162,9 +199,11 @@ int RunServe(int argc, char** argv) {
                 drafter->name().c_str(), args.Has("draft") ? (" " + args.Get("draft")).c_str() : "",
                 static_cast<long long>(draft_max), static_cast<long long>(spec_budget), budget_note.c_str());
   }
-  std::printf("kiln serve: listening on http://%s:%d (model %s, backend %s, %lld KV pages of %lld tokens)\n",
+  std::printf("kiln serve: listening on http://%s:%d (model %s, backend %s, %lld KV pages of %lld tokens: "
+              "%.1f MiB, %s)\n",
               http.host.c_str(), server.port(), name.c_str(), (*executor)->Describe().c_str(),
-              static_cast<long long>(pages), static_cast<long long>(pool.page_size));
+              static_cast<long long>(pages), static_cast<long long>(pool.page_size),
+              pages * page_bytes / 1048576.0, kv_how.c_str());
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
