@@ -65,10 +65,23 @@ absl::StatusOr<Program> LoadArtifactProgram(const std::string& path, const std::
       return absl::InvalidArgumentError(absl::StrCat(
           path, " is a program-only artifact (no weights): give the model file it was compiled from with --weights"));
     }
-    absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(weights_file);
-    if (!gguf.ok()) return gguf.status();
-    program.gguf = std::shared_ptr<const GgufFile>(std::move(*gguf));
-    program.weights = GgufWeights(program.gguf);
+    if (LooksLikeArtifact(weights_file)) {
+      // Another artifact's weights: the program recompiled (a newer kiln, another
+      // target) binds to weights already shipped, with no GGUF at hand.
+      absl::StatusOr<std::unique_ptr<Artifact>> source_art = Artifact::Open(weights_file);
+      if (!source_art.ok()) return source_art.status();
+      if ((*source_art)->Find(SectionKind::kWeights) == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("--weights ", weights_file, " is program-only too: it holds no weights"));
+      }
+      absl::StatusOr<Program> source = LoadArtifactProgram(weights_file, "");
+      if (!source.ok()) return source.status();
+      program.weights = source->weights;
+    } else {
+      absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(weights_file);
+      if (!gguf.ok()) return gguf.status();
+      program.gguf = std::shared_ptr<const GgufFile>(std::move(*gguf));
+      program.weights = GgufWeights(program.gguf);
+    }
     program.description = absl::StrCat(path, " (program) + ", weights_file);
   } else if (!weights_file.empty()) {
     return absl::InvalidArgumentError(

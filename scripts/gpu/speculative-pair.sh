@@ -10,6 +10,9 @@
 #          bash scripts/gpu/ship.sh split q15-cuda.kiln; bash scripts/gpu/ship.sh split q05-cuda.kiln
 #          (then one device call per piece: bash scripts/gpu/ship.sh take)
 #   there: bash scripts/gpu/speculative-pair.sh          (carry [".gpu"])
+# With .gpu/artifacts/q15-cuda.prog.kiln and q05-cuda.prog.kiln present
+# (program-only, compiled by this kiln: `--program-only`), they run with the
+# shipped artifacts' weights, so new kernels need no new shipment.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 stage=$root/.gpu
@@ -20,13 +23,19 @@ export LD_LIBRARY_PATH=$stage/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 for name in q15-cuda.kiln q05-cuda.kiln; do
   [ -f "$dir/$name" ] || bash "$root/scripts/gpu/ship.sh" join "$name" "$dir/$name" || exit 1
 done
+target=("$dir/q15-cuda.kiln") draft=("$dir/q05-cuda.kiln")
+if [ -f "$stage/artifacts/q15-cuda.prog.kiln" ] && [ -f "$stage/artifacts/q05-cuda.prog.kiln" ]; then
+  target=("$stage/artifacts/q15-cuda.prog.kiln" --weights "$dir/q15-cuda.kiln")
+  draft=("$stage/artifacts/q05-cuda.prog.kiln" --draft-weights "$dir/q05-cuda.kiln")
+fi
+echo "target: ${target[*]}; draft: ${draft[*]}"
 prompt="Write a Python function that checks whether a number is prime, with a docstring and tests."
 for mode in plain draft lookup; do
   extra=()
-  [ "$mode" = draft ] && extra=(--draft "$dir/q05-cuda.kiln")
+  [ "$mode" = draft ] && extra=(--draft "${draft[@]}")
   [ "$mode" = lookup ] && extra=(--lookup)
   for rep in 1 2; do
-    "$stage/bin/kiln" run "$dir/q15-cuda.kiln" -p "$prompt" --chat -n 128 --temp 0 --backend cuda \
+    "$stage/bin/kiln" run "${target[@]}" -p "$prompt" --chat -n 128 --temp 0 --backend cuda \
       --output-format json "${extra[@]}" >"$out/pair-$mode-$rep.json" 2>"$out/pair-$mode-$rep.err" ||
       echo "pair $mode run $rep failed: $(tail -2 "$out/pair-$mode-$rep.err")"
   done

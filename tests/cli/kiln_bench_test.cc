@@ -1,5 +1,7 @@
 // `kiln bench` end to end on the CPU: its model accounting against the GGUF
 // file's own tensor sizes, the figures it reports, and its argument errors.
+#include <filesystem>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/formats/gguf.h"
@@ -93,6 +95,35 @@ TEST(KilnBench, ProgramOnlyArtifactsBindTheirWeightsFromTheModelFile) {
                                               " --prompt 8 --gen 2 --repeats 1");
   EXPECT_EQ(with.exit_code, 0) << with.output;
   EXPECT_THAT(with.output, HasSubstr("decode      2 tokens x 1"));
+}
+
+// A program-only artifact (kernels recompiled, say) binds to the weights of
+// another artifact as well as to the GGUF; so does a program-only draft.
+TEST(KilnRun, ProgramOnlyArtifactsBindTheWeightsOfAFullArtifact) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  const std::filesystem::path dir = testing::ScratchDir("weights-from-artifact");
+  const std::string full = (dir / "full.kiln").string(), program = (dir / "program.kiln").string();
+  ASSERT_EQ(RunKiln("compile " + Quote(model.string()) + " -o " + Quote(full)).exit_code, 0);
+  ASSERT_EQ(RunKiln("compile " + Quote(model.string()) + " --program-only -o " + Quote(program)).exit_code, 0);
+  const std::string gen = " -p 'Once upon a time' -n 24 --temp 0 --backend cpu --output-format json";
+  auto ids = [](const testing::CommandResult& r) -> std::string {
+    absl::StatusOr<JsonValue> j = ParseJson(r.output.substr(r.output.find('{')));
+    return j.ok() && j->Find("ids") != nullptr ? ToJson(*j->Find("ids")) : "unparsed: " + r.output;
+  };
+  const testing::CommandResult alone = RunKiln("run " + Quote(full) + gen);
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  const testing::CommandResult bound = RunKiln("run " + Quote(program) + " --weights " + Quote(full) + gen);
+  ASSERT_EQ(bound.exit_code, 0) << bound.output;
+  EXPECT_EQ(ids(bound), ids(alone));
+  EXPECT_NE(ids(alone).find(','), std::string::npos) << ids(alone);
+  const testing::CommandResult drafted =
+      RunKiln("run " + Quote(full) + " --draft " + Quote(program) + " --draft-weights " + Quote(full) + gen);
+  ASSERT_EQ(drafted.exit_code, 0) << drafted.output;
+  EXPECT_EQ(ids(drafted), ids(alone));
+  const testing::CommandResult hollow = RunKiln("run " + Quote(program) + " --weights " + Quote(program) + gen);
+  EXPECT_NE(hollow.exit_code, 0);
+  EXPECT_THAT(hollow.output, HasSubstr("is program-only too: it holds no weights"));
 }
 
 }  // namespace

@@ -110,6 +110,14 @@ TEST(KilnRun, AutoBackendSaysWhatItPickedAndWhy) {
   ASSERT_TRUE(v.ok()) << vk.output;
   EXPECT_EQ(Ints(v->Find("ids")), want);
   EXPECT_EQ(v->Find("backend")->string_value().rfind("vulkan", 0), 0u) << v->Find("backend")->string_value();
+
+  // kiln bench --profile times one more decode step after the timed ones; the
+  // timed steps may fill the sequences' pages to the last position.
+  const testing::CommandResult prof =
+      RunKiln("bench " + Quote(art) + " --backend vulkan --prompt 8 --gen 8 --repeats 1 --profile");
+  ASSERT_EQ(prof.exit_code, 0) << prof.output;
+  EXPECT_THAT(prof.output, HasSubstr("profile of one decode step x 1"));
+  EXPECT_THAT(prof.output, HasSubstr("paged_attention"));
 }
 
 TEST(KilnRun, StreamsTextAndReportsSpeed) {

@@ -302,10 +302,11 @@ int RunBench(int argc, char** argv) {
   }
   JsonValue profile = JsonValue::MakeArray();
   if (args.GetFlag("profile")) {
-    // One more decode step past the timed ones, with a timestamp per kernel;
-    // the kernels summed per template, largest first.
+    // The last timed decode step's position once more (the sequences hold no
+    // position past it), with a timestamp per kernel; the kernels summed per
+    // template, largest first.
     absl::StatusOr<std::vector<KernelTime>> times =
-        ex.ProfileStep(seqs.DecodeBatch(first_tokens, prompts.front() + gen));
+        ex.ProfileStep(seqs.DecodeBatch(first_tokens, prompts.front() + gen - 1));
     if (!times.ok()) return Fail("bench", absl::StrCat("--profile: ", times.status().message()));
     std::map<std::string, std::pair<int64_t, double>> by_kernel;
     double total = 0;

@@ -49,6 +49,7 @@ int RunRun(int argc, char** argv) {
       .Option("output-format", "FORMAT", "text (streamed) or json (one object at the end)", "text")
       .Flag("ignore-eos", "keep generating after an end-of-generation token")
       .Option("draft", "MODEL", "speculative decoding with this smaller model (same vocabulary) as the draft")
+      .Option("draft-weights", "FILE", "for a program-only draft artifact: the model file to bind its weights from")
       .Flag("lookup", "speculative decoding with n-gram lookup in the prompt and the text so far as the draft")
       .Option("draft-max", "N", "longest draft per step (the draft length adapts below it)", "8");
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("run", std::string(s.message()));
@@ -90,7 +91,7 @@ int RunRun(int argc, char** argv) {
   if (!draft_max.ok() || *draft_max < 1) return Fail("run", "--draft-max must be a positive integer");
   absl::StatusOr<Program> draft_program = absl::NotFoundError("no draft");
   if (args.Has("draft")) {
-    draft_program = LoadProgram(args.Get("draft"));
+    draft_program = LoadProgram(args.Get("draft"), "", "", args.Get("draft-weights"));
     if (!draft_program.ok()) return Fail("run", std::string(draft_program.status().message()));
     const Tokenizer& a = *program->tokenizer;
     const Tokenizer& b = *draft_program->tokenizer;

@@ -43,6 +43,7 @@ int RunServe(int argc, char** argv) {
       .Option("quant", "TYPE", "when compiling a GGUF: weight storage policy")
       .Option("chat-template", "NAME", "chat template (chatml, llama3) instead of the model's, or for a model without one")
       .Option("draft", "MODEL", "speculative decoding with this smaller model (same vocabulary) as the draft")
+      .Option("draft-weights", "FILE", "for a program-only draft artifact: the model file to bind its weights from")
       .Flag("lookup", "speculative decoding with n-gram lookup in each request's text as the draft")
       .Option("draft-max", "N", "longest draft per sequence and step (it adapts below this)", "8")
       .Option("spec-budget", "N",
@@ -108,7 +109,7 @@ int RunServe(int argc, char** argv) {
   exec_options.threads = static_cast<int>(threads);
   std::optional<Program> draft_program;
   if (args.Has("draft")) {
-    absl::StatusOr<Program> loaded = LoadProgram(args.Get("draft"));
+    absl::StatusOr<Program> loaded = LoadProgram(args.Get("draft"), "", "", args.Get("draft-weights"));
     if (!loaded.ok()) return Fail("serve", absl::StrCat("draft: ", loaded.status().message()));
     draft_program = *std::move(loaded);
     // The draft's pool holds as many tokens as the target's: a pool sized
