@@ -223,6 +223,162 @@ struct LaneQ4_K {
   }
 };
 
+// q6_K: 64 elements per lane step, one (block, half c, m) each: the 16
+// elements l = 16m..16m+15 of each of the half's four 32-element groups.
+// Their low 4 bits are the low (groups 0, 1) or high (groups 2, 3) nibbles
+// of two 16-byte ql runs, their top 2 bits one 2-bit field of a 16-byte qh
+// run; four int8 scales (one per group) and the block's d. Blocks are 210
+// bytes, so only 16-bit loads are aligned. A 6-bit q becomes 2 + q/64 in the
+// mantissa of 2.0 (one byte permute), and with S the staged sum of a
+// group's 16 activations:
+//   sum_i d sc (q_i - 32) x_i = d sc (64 sum_i (2 + q_i/64) x_i - 160 S).
+struct LaneQ6_K {
+  static constexpr int kLane = 64, kRows = 1;  // 14 words of raw bytes per row: two rows spilled
+  static constexpr bool kQ4KOrder = false;
+  __device__ static bool Fits(int k) { return k % 256 == 0; }
+  struct Raw {
+    unsigned la[4], lb[4], h[4];  // ql of groups 0/2, ql of groups 1/3, qh
+    unsigned sc;                  // the four groups' scales, one byte each
+    unsigned short d;
+  };
+  __device__ static unsigned short U16(const unsigned char* p) {
+    return __ldg(reinterpret_cast<const unsigned short*>(p));  // even: weights are 256-byte aligned, blocks 210 bytes
+  }
+  __device__ static unsigned Word(const unsigned char* p) { return __byte_perm(U16(p), U16(p + 2), 0x5410u); }
+  __device__ static Raw Load(const unsigned char* row, int e) {
+    const int s = e / 64, c = (s / 2) % 2, m = s % 2;
+    const unsigned char* b = row + (e / 256) * 210;
+    Raw r;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      r.la[j] = Word(b + 64 * c + 16 * m + 4 * j);
+      r.lb[j] = Word(b + 64 * c + 32 + 16 * m + 4 * j);
+      r.h[j] = Word(b + 128 + 32 * c + 16 * m + 4 * j);
+    }
+    // Scales 8c + m + 2k (k = 0..3): byte m of the 16-bit words at 192 + 8c + 2k.
+    unsigned sc = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) sc |= ((static_cast<unsigned>(U16(b + 192 + 8 * c + 2 * k)) >> (8 * m)) & 0xFFu) << (8 * k);
+    r.sc = sc;
+    r.d = U16(b + 208);
+    return r;
+  }
+  template <int kTile>
+  __device__ static void Dot(const Raw& r, int e, const float* xs, int xstride, const float* sums, int sstride,
+                             float (&acc)[kTile]) {
+    const int s = e / 64, c = (s / 2) % 2, m = s % 2;
+    const int base = e - 64 * (s % 4) + 128 * c + 16 * m;  // group 0's first element
+    const float d = HalfToFloat(r.d);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int at = StagedIndex<false>(base + 32 * k);
+      float g[kTile];
+#pragma unroll
+      for (int t = 0; t < kTile; ++t) g[t] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const unsigned l = k % 2 == 0 ? r.la[j] : r.lb[j];
+        const unsigned lo4 = (k < 2 ? l : l >> 4) & 0x0F0F0F0Fu;
+        const unsigned hi2 = k == 0 ? (r.h[j] & 0x03030303u) << 4
+                             : k == 1 ? (r.h[j] & 0x0C0C0C0Cu) << 2
+                             : k == 2 ? r.h[j] & 0x30303030u
+                                      : (r.h[j] & 0xC0C0C0C0u) >> 2;
+        const unsigned q = lo4 | hi2;
+        float v[4];
+#pragma unroll
+        for (int b = 0; b < 4; ++b) v[b] = __int_as_float(__byte_perm(q, 0x40000000u, 0x7054u | (b << 8)));
+#pragma unroll
+        for (int t = 0; t < kTile; ++t) {
+          const float4 x = Staged4(xs + t * xstride, at + 4 * j);
+          g[t] = fmaf(v[0], x.x, g[t]);
+          g[t] = fmaf(v[1], x.y, g[t]);
+          g[t] = fmaf(v[2], x.z, g[t]);
+          g[t] = fmaf(v[3], x.w, g[t]);
+        }
+      }
+      const float scale = d * static_cast<float>(static_cast<signed char>((r.sc >> (8 * k)) & 0xFFu));
+#pragma unroll
+      for (int t = 0; t < kTile; ++t) {
+        acc[t] += scale * (64.0f * g[t] - 160.0f * sums[t * sstride + (base + 32 * k) / 16]);
+      }
+    }
+  }
+};
+
+// q5_0 / q5_1: one 32-element block per lane step (22 / 24 bytes: only
+// 16-bit loads are aligned). Byte i of the 16 code bytes holds element i's
+// low 4 bits (low nibble) and element 16 + i's (high nibble); bit i of qh
+// is element i's fifth bit, spread into bit 4 of a byte by one multiply.
+// As in q6_K, a 5-bit q becomes 2 + q/64, and with S the staged sum of
+// each 16 activations (q5_0's min is -16 d):
+//   sum_i (d q_i + m) x_i = 64 d sum_i (2 + q_i/64) x_i + (m - 128 d) S.
+template <bool kHasMin>
+struct LaneQ5 {
+  static constexpr int kLane = 32, kRows = 2;  // four rows spilled (silu_mul: 2 x 6 words per row and step)
+  static constexpr bool kQ4KOrder = false;
+  static constexpr int kQh = kHasMin ? 4 : 2, kQs = kQh + 4;
+  __device__ static bool Fits(int k) { return k % 32 == 0; }
+  struct Raw {
+    unsigned dm;  // f16 d | f16 m (q5_1)
+    unsigned qh;
+    unsigned qs[4];
+  };
+  __device__ static unsigned Word(const unsigned char* p) {
+    // Even: weights are 256-byte aligned, blocks 22 or 24 bytes.
+    return __byte_perm(__ldg(reinterpret_cast<const unsigned short*>(p)),
+                       __ldg(reinterpret_cast<const unsigned short*>(p + 2)), 0x5410u);
+  }
+  __device__ static Raw Load(const unsigned char* row, int e) {
+    const unsigned char* b = row + (e / 32) * (kHasMin ? 24 : 22);
+    Raw r;
+    r.dm = kHasMin ? Word(b) : __ldg(reinterpret_cast<const unsigned short*>(b));
+    r.qh = Word(b + kQh);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) r.qs[j] = Word(b + kQs + 4 * j);
+    return r;
+  }
+  template <int kTile>
+  __device__ static void Dot(const Raw& r, int e, const float* xs, int xstride, const float* sums, int sstride,
+                             float (&acc)[kTile]) {
+    const float d = HalfToFloat(static_cast<unsigned short>(r.dm & 0xFFFFu));
+    const float m = kHasMin ? HalfToFloat(static_cast<unsigned short>(r.dm >> 16)) : -16.0f * d;
+    const int at = StagedIndex<false>(e);
+    float sl[kTile], sh[kTile];
+#pragma unroll
+    for (int t = 0; t < kTile; ++t) sl[t] = sh[t] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const unsigned bl = (((r.qh >> (4 * j)) & 0xFu) * 0x00204081u & 0x01010101u) << 4;
+      const unsigned bh = (((r.qh >> (16 + 4 * j)) & 0xFu) * 0x00204081u & 0x01010101u) << 4;
+      const unsigned ql = (r.qs[j] & 0x0F0F0F0Fu) | bl, qh = ((r.qs[j] >> 4) & 0x0F0F0F0Fu) | bh;
+      float vl[4], vh[4];
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        vl[b] = __int_as_float(__byte_perm(ql, 0x40000000u, 0x7054u | (b << 8)));
+        vh[b] = __int_as_float(__byte_perm(qh, 0x40000000u, 0x7054u | (b << 8)));
+      }
+#pragma unroll
+      for (int t = 0; t < kTile; ++t) {
+        // Elements 4j.. and 16 + 4j..: the staged padding comes every 32, so both runs are contiguous.
+        const float4 xl = Staged4(xs + t * xstride, at + 4 * j), xh = Staged4(xs + t * xstride, at + 16 + 4 * j);
+        sl[t] = fmaf(vl[0], xl.x, sl[t]);
+        sl[t] = fmaf(vl[1], xl.y, sl[t]);
+        sl[t] = fmaf(vl[2], xl.z, sl[t]);
+        sl[t] = fmaf(vl[3], xl.w, sl[t]);
+        sh[t] = fmaf(vh[0], xh.x, sh[t]);
+        sh[t] = fmaf(vh[1], xh.y, sh[t]);
+        sh[t] = fmaf(vh[2], xh.z, sh[t]);
+        sh[t] = fmaf(vh[3], xh.w, sh[t]);
+      }
+    }
+    const float a = 64.0f * d, b = m - 128.0f * d;
+#pragma unroll
+    for (int t = 0; t < kTile; ++t) {
+      acc[t] += a * (sl[t] + sh[t]) + b * (sums[t * sstride + e / 16] + sums[t * sstride + e / 16 + 1]);
+    }
+  }
+};
+
 // The lane of each storage.
 template <class S>
 struct LaneOf {
@@ -243,6 +399,18 @@ struct LaneOf<StorageQ8_0> {
 template <>
 struct LaneOf<StorageQ4_K> {
   using type = LaneQ4_K;
+};
+template <>
+struct LaneOf<StorageQ5_0> {
+  using type = LaneQ5<false>;
+};
+template <>
+struct LaneOf<StorageQ5_1> {
+  using type = LaneQ5<true>;
+};
+template <>
+struct LaneOf<StorageQ6_K> {
+  using type = LaneQ6_K;
 };
 
 }  // namespace kiln

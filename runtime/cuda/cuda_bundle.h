@@ -20,7 +20,10 @@
 
 namespace kiln::cuda {
 
-constexpr uint32_t kBundleVersion = 1;
+// 2 (2026-12-02): the decode matmul walks 2 rows per warp for q5_0/q5_1 and
+// 1 for q6_K (their own lanes); a runtime of the other version would size
+// the grid for the wrong rows, so the two refuse each other's kernels.
+constexpr uint32_t kBundleVersion = 2;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

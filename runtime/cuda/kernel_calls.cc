@@ -108,8 +108,11 @@ bool HasTileTensorCoreKernel(const std::string& storage_template) {
 
 int MatmulRowsPerWarp(const std::string& storage, int tile) {
   if (tile > 1) return cuda_abi::kMatmulTiledRowsPerWarp;
-  // matmul_lanes.cuh: q8_0's lane holds 17 words per row, the others at most 8.
-  return storage == "q8_0" ? 2 : 4;
+  // matmul_lanes.cuh's kRows: q6_K's lane holds 14 words per row (1 row), q8_0's 17 and q5_0/q5_1's 6 (2
+  // rows, no spills), the others at most 8.
+  // Storage names as WeightStorage::Name() spells them ("q6_K").
+  if (storage == "q6_K") return 1;
+  return storage == "q8_0" || storage == "q5_0" || storage == "q5_1" ? 2 : 4;
 }
 
 absl::StatusOr<std::string> StorageTemplate(const std::string& storage) {

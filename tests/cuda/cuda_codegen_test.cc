@@ -12,6 +12,7 @@
 #include "codegen/ptx/ptx_codegen.h"
 #include "gtest/gtest.h"
 #include "runtime/cuda/cuda_bundle.h"
+#include "runtime/cpu/weight_storage.h"
 #include "runtime/cuda/kernel_calls.h"
 #include "runtime/executor/program.h"
 #include "tests/cuda/single_op_plans.h"
@@ -204,6 +205,20 @@ TEST(CudaCodegen, UnknownOpIsAnErrorNamingTheLaunch) {
   EXPECT_TRUE(absl::StrContains(k.status().message(), "softmax.f32")) << k.status();
   EXPECT_TRUE(absl::StrContains(k.status().message(), "no kernel for op 'softmax'")) << k.status();
   EXPECT_FALSE(codegen::ptx::GenerateCudaKernels(*plan, "cuda:sm90").ok());
+}
+
+// The host sizes the decode matmul's grid with the rows per warp of the
+// storage's lane (matmul_lanes.cuh's kRows), looked up by the storage's
+// name as WeightStorage spells it ("q6_K"): a miss leaves rows unwritten.
+TEST(CudaKernelCalls, DecodeRowsPerWarpFollowTheLanes) {
+  const std::pair<const char*, int> lanes[] = {{"f16", 4},  {"bf16", 4}, {"q8_0", 2}, {"q4_k", 4},
+                                               {"q5_0", 2}, {"q5_1", 2}, {"q6_k", 1}, {"q4_0", 4}};
+  for (const auto& [text, rows] : lanes) {
+    absl::StatusOr<cpu::WeightStorage> storage = cpu::ParseWeightStorage(text);
+    ASSERT_TRUE(storage.ok()) << text;
+    EXPECT_EQ(cuda::MatmulRowsPerWarp(storage->Name(), 1), rows) << text << " (" << storage->Name() << ")";
+    EXPECT_EQ(cuda::MatmulRowsPerWarp(storage->Name(), 8), 2) << text;
+  }
 }
 
 TEST(CudaBundle, RoundTripsAndRefusesEveryTruncation) {
