@@ -206,4 +206,31 @@ TEST(VulkanDispatch, ProfiledStepTimesEveryDispatchAndIsStillTheStep) {
 }
 
 }  // namespace
+// kiln serve's default pool on Vulkan: a fraction of the device-local heap
+// left after the weights and the arena, capped; a fraction too small for a
+// page is an error that says how much was free.
+TEST(VulkanDispatch, KvPoolSizedFromTheFreeHeap) {
+  TestPlan tp({1, 8});
+  int64_t result = 0, vocab = 0;
+  absl::StatusOr<Plan> plan = LlamaShapedPlan(tp, 2, &result, &vocab);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<std::vector<uint8_t>> bundle = codegen::spirv::GenerateVulkanKernels(*plan);
+  ASSERT_TRUE(bundle.ok()) << bundle.status();
+  vulkan::VulkanExecutorOptions options;
+  options.kv_fraction = 0.5;
+  options.max_kv_pages = 7;
+  absl::StatusOr<std::unique_ptr<Executor>> capped = vulkan::CreateVulkanExecutor(*plan, tp.Source(), *bundle, options);
+  if (!capped.ok() && absl::IsUnavailable(capped.status())) GTEST_SKIP() << capped.status().message();
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_EQ((*capped)->num_pages(), 7);
+  capped->reset();
+  options.kv_fraction = 1e-15;  // far less than one page of any heap
+  absl::StatusOr<std::unique_ptr<Executor>> none = vulkan::CreateVulkanExecutor(*plan, tp.Source(), *bundle, options);
+  ASSERT_FALSE(none.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(none.status())) << none.status();
+  EXPECT_NE(std::string(none.status().message()).find("device memory free after the weights is less than one page"),
+            std::string::npos)
+      << none.status();
+}
+
 }  // namespace kiln::testing
