@@ -25,6 +25,26 @@ __device__ __forceinline__ int StagedIndex(int e) {
 // Four staged floats (16-byte aligned: runs start at multiples of 4).
 __device__ __forceinline__ float4 Staged4(const float* xs, int at) { return *reinterpret_cast<const float4*>(xs + at); }
 
+// The four codes in the bytes of `q` (each below 128) as floats 2 + q/64:
+// one byte permute puts a code in the mantissa of 2.0. Then sum[t] +=
+// those four against the staged activations at `at` of every token t. The
+// quantised lanes fold the 2 and the 1/64 back in per run through the
+// staged sums of x.
+template <int kTile>
+__device__ __forceinline__ void DotCodes4(unsigned q, const float* xs, int xstride, int at, float (&sum)[kTile]) {
+  float v[4];
+#pragma unroll
+  for (int b = 0; b < 4; ++b) v[b] = __int_as_float(__byte_perm(q, 0x40000000u, 0x7054u | (b << 8)));
+#pragma unroll
+  for (int t = 0; t < kTile; ++t) {
+    const float4 x = Staged4(xs + t * xstride, at);
+    sum[t] = fmaf(v[0], x.x, sum[t]);
+    sum[t] = fmaf(v[1], x.y, sum[t]);
+    sum[t] = fmaf(v[2], x.z, sum[t]);
+    sum[t] = fmaf(v[3], x.w, sum[t]);
+  }
+}
+
 // Any storage and row layout, eight elements per lane step through Decode8
 // (which copes with unaligned rows); also the fallback of the lanes below
 // where K does not give them the alignment their loads assume.
@@ -193,25 +213,8 @@ struct LaneQ4_K {
     for (int t = 0; t < kTile; ++t) sl[t] = sh[t] = 0.0f;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const unsigned wl = w[j] & 0x0F0F0F0Fu, wh = (w[j] >> 4) & 0x0F0F0F0Fu;
-      float vl[4], vh[4];
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        vl[b] = __int_as_float(__byte_perm(wl, 0x40000000u, 0x7054u | (b << 8)));
-        vh[b] = __int_as_float(__byte_perm(wh, 0x40000000u, 0x7054u | (b << 8)));
-      }
-#pragma unroll
-      for (int t = 0; t < kTile; ++t) {
-        const float4 xl = Staged4(xs + t * xstride, at + 4 * j), xh = Staged4(xs + t * xstride, at + 16 + 4 * j);
-        sl[t] = fmaf(vl[0], xl.x, sl[t]);
-        sl[t] = fmaf(vl[1], xl.y, sl[t]);
-        sl[t] = fmaf(vl[2], xl.z, sl[t]);
-        sl[t] = fmaf(vl[3], xl.w, sl[t]);
-        sh[t] = fmaf(vh[0], xh.x, sh[t]);
-        sh[t] = fmaf(vh[1], xh.y, sh[t]);
-        sh[t] = fmaf(vh[2], xh.z, sh[t]);
-        sh[t] = fmaf(vh[3], xh.w, sh[t]);
-      }
+      DotCodes4<kTile>(w[j] & 0x0F0F0F0Fu, xs, xstride, at + 4 * j, sl);
+      DotCodes4<kTile>((w[j] >> 4) & 0x0F0F0F0Fu, xs, xstride, at + 16 + 4 * j, sh);
     }
     const float a_lo = 64.0f * d * sc_lo, a_hi = 64.0f * d * sc_hi;
     const float b_lo = 128.0f * d * sc_lo + dmin * mn_lo, b_hi = 128.0f * d * sc_hi + dmin * mn_hi;
@@ -283,18 +286,7 @@ struct LaneQ6_K {
                              : k == 1 ? (r.h[j] & 0x0C0C0C0Cu) << 2
                              : k == 2 ? r.h[j] & 0x30303030u
                                       : (r.h[j] & 0xC0C0C0C0u) >> 2;
-        const unsigned q = lo4 | hi2;
-        float v[4];
-#pragma unroll
-        for (int b = 0; b < 4; ++b) v[b] = __int_as_float(__byte_perm(q, 0x40000000u, 0x7054u | (b << 8)));
-#pragma unroll
-        for (int t = 0; t < kTile; ++t) {
-          const float4 x = Staged4(xs + t * xstride, at + 4 * j);
-          g[t] = fmaf(v[0], x.x, g[t]);
-          g[t] = fmaf(v[1], x.y, g[t]);
-          g[t] = fmaf(v[2], x.z, g[t]);
-          g[t] = fmaf(v[3], x.w, g[t]);
-        }
+        DotCodes4<kTile>(lo4 | hi2, xs, xstride, at + 4 * j, g);
       }
       const float scale = d * static_cast<float>(static_cast<signed char>((r.sc >> (8 * k)) & 0xFFu));
 #pragma unroll
@@ -350,26 +342,9 @@ struct LaneQ5 {
     for (int j = 0; j < 4; ++j) {
       const unsigned bl = (((r.qh >> (4 * j)) & 0xFu) * 0x00204081u & 0x01010101u) << 4;
       const unsigned bh = (((r.qh >> (16 + 4 * j)) & 0xFu) * 0x00204081u & 0x01010101u) << 4;
-      const unsigned ql = (r.qs[j] & 0x0F0F0F0Fu) | bl, qh = ((r.qs[j] >> 4) & 0x0F0F0F0Fu) | bh;
-      float vl[4], vh[4];
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        vl[b] = __int_as_float(__byte_perm(ql, 0x40000000u, 0x7054u | (b << 8)));
-        vh[b] = __int_as_float(__byte_perm(qh, 0x40000000u, 0x7054u | (b << 8)));
-      }
-#pragma unroll
-      for (int t = 0; t < kTile; ++t) {
-        // Elements 4j.. and 16 + 4j..: the staged padding comes every 32, so both runs are contiguous.
-        const float4 xl = Staged4(xs + t * xstride, at + 4 * j), xh = Staged4(xs + t * xstride, at + 16 + 4 * j);
-        sl[t] = fmaf(vl[0], xl.x, sl[t]);
-        sl[t] = fmaf(vl[1], xl.y, sl[t]);
-        sl[t] = fmaf(vl[2], xl.z, sl[t]);
-        sl[t] = fmaf(vl[3], xl.w, sl[t]);
-        sh[t] = fmaf(vh[0], xh.x, sh[t]);
-        sh[t] = fmaf(vh[1], xh.y, sh[t]);
-        sh[t] = fmaf(vh[2], xh.z, sh[t]);
-        sh[t] = fmaf(vh[3], xh.w, sh[t]);
-      }
+      // Elements 4j.. and 16 + 4j..: the staged padding comes every 32, so both runs are contiguous.
+      DotCodes4<kTile>((r.qs[j] & 0x0F0F0F0Fu) | bl, xs, xstride, at + 4 * j, sl);
+      DotCodes4<kTile>(((r.qs[j] >> 4) & 0x0F0F0F0Fu) | bh, xs, xstride, at + 16 + 4 * j, sh);
     }
     const float a = 64.0f * d, b = m - 128.0f * d;
 #pragma unroll
