@@ -28,9 +28,8 @@ int RunServe(int argc, char** argv) {
       .Option("port", "N", "TCP port (0: any free port, printed)", "8080")
       .Option("api-key", "KEY", "require 'Authorization: Bearer KEY'")
       .Option("kv-memory", "MIB|P%|auto",
-              "memory for the paged KV cache: MiB, or a percentage of the memory free once the weights are\n"
-              "loaded; auto: 90% of free device memory on a GPU, 25% of available RAM on the CPU, at most\n"
-              "what --max-running sequences at full context fill",
+              "KV cache memory: MiB, or % of what is free after the weights (auto: 90% on a GPU, 25% of RAM "
+              "on the CPU, at most --max-running full contexts)",
               "auto")
       .Option("token-budget", "N", "tokens per step (chunked prefill size)", "256")
       .Option("max-running", "N", "sequences batched at once", "64")
