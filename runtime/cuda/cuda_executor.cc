@@ -327,8 +327,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   std::vector<WeightUpload> uploads;
   if (absl::Status s = ex->BindWeights(program.weights, &offset, &uploads); !s.ok()) return s;
   const uint64_t pool_offset = offset;
-  const uint64_t page_bytes =
-      2ull * p.pool.layers * p.pool.page_size * p.pool.kv_heads * p.pool.head_dim * sizeof(float);
+  const uint64_t page_bytes = p.pool.page_bytes();
   // The offsets after the pool, for a pool of `pages`.
   struct Tail {
     uint64_t arena, scratch, partials, x_f16, inputs, greedy, rope_start, end;

@@ -86,10 +86,8 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(Plan plan, cons
   const int64_t needed = (p.pool.max_tokens + p.pool.page_size - 1) / p.pool.page_size;
   ex->num_pages_ = options.num_pages > 0 ? options.num_pages : needed;
   if (options.num_pages == 0 && options.kv_fraction > 0) {
-    const uint64_t page_bytes = 2ull * p.pool.layers * p.pool.page_size * p.pool.kv_heads * p.pool.head_dim * 4;
-    absl::StatusOr<int64_t> pages =
-        KvPagesForFreeMemory(AvailableRamBytes(), options.kv_fraction, page_bytes, options.max_kv_pages,
-                             "available RAM");
+    absl::StatusOr<int64_t> pages = KvPagesForFreeMemory(AvailableRamBytes(), options.kv_fraction,
+                                                         p.pool.page_bytes(), options.max_kv_pages, "available RAM");
     if (!pages.ok()) return pages.status();
     ex->num_pages_ = *pages;
   }

@@ -46,6 +46,9 @@ struct PlanWeight {
 
 struct PlanPagePool {
   int64_t layers = 0, kv_heads = 0, head_dim = 0, page_size = 0, max_tokens = 0;
+  // K and V of every layer for one position, f32 as every backend keeps them.
+  int64_t bytes_per_token() const { return 2 * layers * kv_heads * head_dim * 4; }
+  int64_t page_bytes() const { return bytes_per_token() * page_size; }
 };
 
 struct Plan {

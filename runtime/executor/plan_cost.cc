@@ -59,7 +59,7 @@ absl::StatusOr<PlanCost> CostOfPlan(const Plan& plan) {
     if (!dim.ok()) return dim.status();
     cost.attention_width += *heads * *dim;
   }
-  cost.kv_bytes_per_position = 2 * plan.pool.layers * plan.pool.kv_heads * plan.pool.head_dim * 4;
+  cost.kv_bytes_per_position = plan.pool.bytes_per_token();
   return cost;
 }
 

@@ -572,8 +572,8 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
     int64_t cap = static_cast<int64_t>((range - std::min<uint64_t>(range, dev_.storage_align())) / (8 * page_floats));
     if (options_.max_kv_pages > 0) cap = std::min(cap, options_.max_kv_pages);
     absl::StatusOr<int64_t> pages =
-        KvPagesForFreeMemory(dev_.device_heap_free(), options_.kv_fraction, 8ull * plan_.pool.layers * page_floats,
-                             cap, "device memory free after the weights");
+        KvPagesForFreeMemory(dev_.device_heap_free(), options_.kv_fraction, plan_.pool.page_bytes(), cap,
+                             "device memory free after the weights");
     if (!pages.ok()) return pages.status();
     num_pages_ = *pages;
   }

@@ -127,8 +127,8 @@ TEST(VulkanDispatch, HostCpuTimePerDecodeStepOf32Layers) {
   if (both->gpu == nullptr) GTEST_SKIP() << "no Vulkan here";
   const Plan* plan = &both->plan;
   ASSERT_EQ(plan->launches.size(), 32u * 5 + 3);
-  std::unique_ptr<Executor>* gpu = &both->gpu;
-  std::unique_ptr<CpuExecutor>* cpu = &both->cpu;
+  Executor& gpu = *both->gpu;
+  CpuExecutor& cpu = *both->cpu;
   const int64_t vocab = both->vocab;
 
   // After the 8-token prefill, one token at a time; the logits must track the CPU's throughout.
@@ -138,18 +138,18 @@ TEST(VulkanDispatch, HostCpuTimePerDecodeStepOf32Layers) {
     const StepBatch decode = MakeBatch({{8 + i, 1}}, 16, static_cast<int32_t>(vocab), tp.rng());
     const double c0 = ThreadCpuMicros();
     const auto w0 = std::chrono::steady_clock::now();
-    absl::StatusOr<std::span<const float>> got = (*gpu)->Step(decode);
+    absl::StatusOr<std::span<const float>> got = gpu.Step(decode);
     wall_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count();
     cpu_us += ThreadCpuMicros() - c0;
     ASSERT_TRUE(got.ok()) << got.status();
     const std::vector<float> mine(got->begin(), got->end());
-    absl::StatusOr<std::span<const float>> want = (*cpu)->Step(decode);
+    absl::StatusOr<std::span<const float>> want = cpu.Step(decode);
     ASSERT_TRUE(want.ok()) << want.status();
     worst_error = std::max(worst_error, RelativeL2(mine, *want));
   }
   std::printf("%s: 32 layers, %zu launches per step: host CPU %.1f us per decode step (wall %.1f us); logits vs CPU "
               "relative L2 <= %.2e\n",
-              (*gpu)->Describe().c_str(), plan->launches.size(), cpu_us / kSteps, wall_us / kSteps, worst_error);
+              gpu.Describe().c_str(), plan->launches.size(), cpu_us / kSteps, wall_us / kSteps, worst_error);
   // 32 layers of random weights amplify f32 summation-order differences (~7e-5 measured).
   EXPECT_LT(worst_error, 5e-4);
   // The budget for a 32-layer model is 50 us (measured 15-30 us on an
@@ -167,14 +167,14 @@ TEST(VulkanDispatch, ProfiledStepTimesEveryDispatchAndIsStillTheStep) {
   ASSERT_TRUE(both.ok()) << both.status();
   if (both->gpu == nullptr) GTEST_SKIP() << "no Vulkan here";
   const Plan* plan = &both->plan;
-  std::unique_ptr<Executor>* gpu = &both->gpu;
-  std::unique_ptr<CpuExecutor>* cpu = &both->cpu;
+  Executor& gpu = *both->gpu;
+  CpuExecutor& cpu = *both->cpu;
   const int64_t vocab = both->vocab;
   const StepBatch profiled = MakeBatch({{8, 1}}, 16, static_cast<int32_t>(vocab), tp.rng());
-  absl::StatusOr<std::vector<KernelTime>> times = (*gpu)->ProfileStep(profiled);
+  absl::StatusOr<std::vector<KernelTime>> times = gpu.ProfileStep(profiled);
   if (!times.ok() && absl::IsUnimplemented(times.status())) GTEST_SKIP() << times.status().message();
   ASSERT_TRUE(times.ok()) << times.status();
-  ASSERT_TRUE((*cpu)->Step(profiled).ok());
+  ASSERT_TRUE(cpu.Step(profiled).ok());
 
   // Every plan launch ran at least one timed dispatch; the times are real.
   std::set<std::string> launches;
@@ -192,16 +192,16 @@ TEST(VulkanDispatch, ProfiledStepTimesEveryDispatchAndIsStillTheStep) {
 
   // The profiled step wrote its KV like Step: the next step still matches the CPU.
   const StepBatch next = MakeBatch({{9, 1}}, 16, static_cast<int32_t>(vocab), tp.rng());
-  absl::StatusOr<std::span<const float>> got = (*gpu)->Step(next);
+  absl::StatusOr<std::span<const float>> got = gpu.Step(next);
   ASSERT_TRUE(got.ok()) << got.status();
   const std::vector<float> mine(got->begin(), got->end());
-  absl::StatusOr<std::span<const float>> want = (*cpu)->Step(next);
+  absl::StatusOr<std::span<const float>> want = cpu.Step(next);
   ASSERT_TRUE(want.ok()) << want.status();
   EXPECT_LT(RelativeL2(mine, *want), 1e-4);
 
-  absl::StatusOr<std::vector<KernelTime>> cpu_times = (*cpu)->ProfileStep(next);
+  absl::StatusOr<std::vector<KernelTime>> cpu_times = cpu.ProfileStep(next);
   EXPECT_TRUE(absl::IsUnimplemented(cpu_times.status())) << cpu_times.status();
-  std::printf("%s: one decode step in %zu timed dispatches, %.3f ms of GPU time\n", (*gpu)->Describe().c_str(),
+  std::printf("%s: one decode step in %zu timed dispatches, %.3f ms of GPU time\n", gpu.Describe().c_str(),
               times->size(), total * 1e3);
 }
 

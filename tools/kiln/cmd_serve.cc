@@ -75,7 +75,7 @@ int RunServe(int argc, char** argv) {
   absl::StatusOr<Program> program = LoadProgram(args.Get("MODEL"), args.Get("quant"), "", args.Get("weights"));
   if (!program.ok()) return Fail("serve", std::string(program.status().message()));
   const PlanPagePool& pool = program->plan.pool;
-  const int64_t page_bytes = 2 * pool.layers * pool.page_size * pool.kv_heads * pool.head_dim * 4;
+  const int64_t page_bytes = pool.page_bytes();
   BackendOptions exec_options;
   const std::string kv_memory = args.Get("kv-memory");
   std::string kv_how;
@@ -114,8 +114,7 @@ int RunServe(int argc, char** argv) {
     // The draft's pool holds as many tokens as the target's: a pool sized
     // from free memory leaves the draft its share.
     const PlanPagePool& d = draft_program->plan.pool;
-    const double target_token = pool.layers * pool.kv_heads * pool.head_dim;
-    const double share = target_token / (target_token + d.layers * d.kv_heads * d.head_dim);
+    const double share = static_cast<double>(pool.bytes_per_token()) / (pool.bytes_per_token() + d.bytes_per_token());
     exec_options.gpu_kv_fraction *= share;
     exec_options.cpu_kv_fraction *= share;
   }
