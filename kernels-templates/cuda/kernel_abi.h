@@ -38,6 +38,10 @@ constexpr int kMaxFusedWeights = 3;
 // 2048 elements (whole blocks and lane steps of every storage).
 constexpr int kMatmulWarps = 8, kMatmulTiledRowsPerWarp = 2;
 constexpr int kMatmulSmemBudgetFloats = 20480;
+// Decode launches whose row blocks would not fill the SMs once (o_proj and
+// down of an 8B model: 128 blocks) split K over two warps per set of rows,
+// so twice the blocks and warps stream the weights.
+KILN_ABI_FN int MatmulKSplit(int row_blocks, int multiprocessors) { return row_blocks <= multiprocessors ? 2 : 1; }
 KILN_ABI_FN int MatmulPaddedLen(int len) { return (len + 3) / 4 * 4 + 4 * ((len + 31) / 32); }
 KILN_ABI_FN int MatmulSumsLen(int len) { return len / 16 + 4; }
 KILN_ABI_FN int MatmulSmemFloats(int chunk, int tile) { return tile * (MatmulPaddedLen(chunk) + MatmulSumsLen(chunk)); }
@@ -92,6 +96,7 @@ struct MatmulParams {
   int chunk;              // matmul_kernel: MatmulChunk(k, tile) elements of K staged at a time
   const unsigned short* x_lo;  // matmul_tile_tc_kernel: x - x_f16 as f16, [rows, k]
   const float* x_sums;         // matmul_tile_tc_kernel: sums of x per 32 elements, [rows, k / 32]
+  int ksplit;                  // matmul_kernel decode: warps sharing a set of rows (MatmulKSplit)
 };
 
 // One-operand and two-operand element-wise ops over rows of `width`.

@@ -1,18 +1,22 @@
 // Weight-times-activation: y[t, n] = epilogue(sum_k norm(x)[t, k] W[n, k])
-// for every storage, on CUDA cores with f32 activations. kTile 1 is the
-// decode GEMV; larger tiles serve small buckets (verification, batched
-// decode), the weights read once per tile of tokens. Each block stages its
-// tokens' activations in shared memory once, RMS-normalised when the launch
-// has the norm prologue (1/rms over the whole row first), a chunk of K at a
-// time; its warps then walk kRows weight rows each, a storage lane step
+// for every storage, on CUDA cores. kTile 1 is the decode GEMV; larger tiles
+// serve small buckets (verification, batched decode), the weights read once
+// per tile of tokens. Each block stages its tokens' activations in shared
+// memory once, RMS-normalised when the launch has the norm prologue (1/rms
+// over the whole row first), a chunk of K at a time: as f32, or as int8
+// codes with per-32 scales for the lanes that multiply with dp4a (q4_K). Its
+// warps then walk kRows weight rows each, a storage lane step
 // (matmul_lanes.cuh) per iteration, with the loads of all rows issued before
-// their arithmetic and two steps unrolled so several are in flight.
+// their arithmetic and two steps in flight where registers allow; decode
+// launches of few row blocks split K between two warps per set of rows.
 #pragma once
 
 #include "common.cuh"
 #include "matmul_lanes.cuh"
 
 namespace kiln {
+
+constexpr int kStageBatch = 4;  // runs of four activations a thread loads at once when staging
 
 // a[i] without indexing the parameter arrays dynamically (which would copy
 // the parameters to local memory).
@@ -59,16 +63,66 @@ __device__ __forceinline__ void LoadActivations4(const float* x, const float* ga
   }
 }
 
+// Four activations v at chunk element i (a multiple of 4) staged as f32,
+// and the sum of each 16 by four threads.
+__device__ __forceinline__ void StageF32(const float (&v)[4], int i, int len, float* dst, float* sums) {
+  if (i + 4 <= len) {
+    *reinterpret_cast<float4*>(dst + StagedIndex(i)) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (i + j < len) dst[StagedIndex(i + j)] = v[j];
+    }
+  }
+  float s = (v[0] + v[1]) + (v[2] + v[3]);
+  s += __shfl_xor_sync(0xffffffffu, s, 1);
+  s += __shfl_xor_sync(0xffffffffu, s, 2);
+  if ((threadIdx.x & 3) == 0 && i < len) sums[i / 16] = s;
+}
+
+// The same four as int8 codes (Int8CodeIndex's order): eight threads hold a
+// 32-element group, whose scale dx = max|x| / 127 goes to the token's
+// Int8Scales, and four the exact sum of each 16 (as for f32) and what the
+// codes miss of it, sum_i (x_i - dx c_i), to its Int8Residuals. Chunks are
+// whole 256-element blocks here.
+__device__ __forceinline__ void StageInt8(const float (&v)[4], int i, int len, float* staged, int xstride, float* sums) {
+  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+#pragma unroll
+  for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float dx = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  unsigned packed = 0;
+  float s = 0.0f, miss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int c = __float2int_rn(v[j] * inv);
+    packed |= (static_cast<unsigned>(c) & 0xFFu) << (8 * j);
+    s += v[j];
+    miss += v[j] - dx * static_cast<float>(c);
+  }
+#pragma unroll
+  for (int o = 1; o < 4; o <<= 1) {
+    s += __shfl_xor_sync(0xffffffffu, s, o);
+    miss += __shfl_xor_sync(0xffffffffu, miss, o);
+  }
+  if (i >= len) return;
+  *reinterpret_cast<unsigned*>(reinterpret_cast<unsigned char*>(staged) + Int8CodeIndex(i)) = packed;
+  if ((threadIdx.x & 7) == 0) Int8Scales(staged, xstride)[i / 32] = dx;
+  if ((threadIdx.x & 3) == 0) {
+    sums[i / 16] = s;
+    Int8Residuals(staged, xstride)[i / 16] = miss;
+  }
+}
+
 // The whole lane steps of one staged chunk [c0, c0 + len) for this warp's
 // rows; returns where they end (the rest is the caller's element tail).
 template <class Lane, int kRows, int kParts, int kTile>
 __device__ __forceinline__ int WalkChunk(const unsigned char* const (&weight_rows)[kRows][kParts], int c0, int len,
-                                         int lane, const float* xs, int xstride, const float* sums, int sstride,
-                                         float (&acc)[kRows][kParts][kTile]) {
+                                         int lane, int slice, int ksplit, const float* xs, int xstride,
+                                         const float* sums, int sstride, float (&acc)[kRows][kParts][kTile]) {
   const int full = len / Lane::kLane * Lane::kLane;
   // Two steps in flight for decode; a tile's sums need the registers.
 #pragma unroll(kTile == 1 ? 2 : 1)
-  for (int e = lane * Lane::kLane; e < full; e += 32 * Lane::kLane) {
+  for (int e = (slice * 32 + lane) * Lane::kLane; e < full; e += ksplit * 32 * Lane::kLane) {
     typename Lane::Raw raw[kRows][kParts];
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
@@ -82,6 +136,42 @@ __device__ __forceinline__ int WalkChunk(const unsigned char* const (&weight_row
   return full;
 }
 
+// WalkChunk for int8 lanes: each step's activations are loaded once per
+// token and shared by the warp's rows. Decode launches of one weight per row
+// issue the loads of two steps before either's arithmetic (gate/up already
+// has two weights per row in flight; more would spill).
+template <class Lane, int kRows, int kParts, int kTile>
+__device__ __forceinline__ void WalkChunkInt8(const unsigned char* const (&weight_rows)[kRows][kParts], int c0, int len,
+                                              int lane, int slice, int ksplit, const float* xs, int xstride,
+                                              const float* sums, int sstride, float (&acc)[kRows][kParts][kTile]) {
+  constexpr int kSteps = kTile == 1 && kParts == 1 ? 2 : 1;
+  const unsigned kStride = ksplit * 32 * Lane::kLane;
+  for (unsigned e0 = (slice * 32 + lane) * Lane::kLane; e0 < static_cast<unsigned>(len); e0 += kSteps * kStride) {
+    typename Lane::Raw raw[kSteps][kRows][kParts];
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) {
+      if (k > 0 && e0 + k * kStride >= static_cast<unsigned>(len)) break;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int w = 0; w < kParts; ++w) raw[k][r][w] = Lane::Load(weight_rows[r][w], c0 + e0 + k * kStride);
+    }
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) {
+      const unsigned e = e0 + k * kStride;
+      if (k > 0 && e >= static_cast<unsigned>(len)) break;
+#pragma unroll
+      for (int t = 0; t < kTile; ++t) {
+        const typename Lane::X x = Lane::LoadX(e, xs + t * xstride, xstride, sums + t * sstride);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int w = 0; w < kParts; ++w) Lane::DotX(raw[k][r][w], e, x, acc[r][w][t]);
+      }
+    }
+  }
+}
+
 template <class S, int kEpilogue, bool kNorm, int kTile>
 __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_kernel(MatmulParams p) {
   using Lane = typename LaneOf<S>::type;
@@ -93,14 +183,22 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_
   __shared__ float inv_rms[kTile];
   __shared__ double partial[kMatmulWarps][kTile];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int rows = *p.rows;
   const int t0 = blockIdx.y * kTile;
-  if (t0 >= rows) return;
-  const int tiles = min(kTile, rows - t0);
+  // Decode (the host launches kTile 1 for one-token buckets, one row of
+  // blocks) reads the row count only before storing, so no load waits on it.
+  int tiles = 1;
+  if constexpr (kTile > 1) {
+    const int rows = *p.rows;
+    if (t0 >= rows) return;
+    tiles = min(kTile, rows - t0);
+  }
 
+  // Decode launches of few row blocks split K over ksplit warps per rows
+  // (slices interleaved by lane step), combined in order at the end.
+  const int ksplit = kTile == 1 ? max(1, p.ksplit) : 1, slice = warp % ksplit;
   // This warp's rows: per row its weight (q, k or v of a fused launch), its
   // row there, and its weight rows (gate and up for silu_mul).
-  const int first = (blockIdx.x * kMatmulWarps + warp) * kRows;
+  const int first = (blockIdx.x * (kMatmulWarps / ksplit) + warp / ksplit) * kRows;
   const bool active = first < p.total_n;
   int out_weight[kRows], out_row[kRows];
   const unsigned char* weight_rows[kRows][kParts];
@@ -127,6 +225,7 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_
       sq[t] = 0.0;
       if (t < tiles) {
         const float* xr = p.x + static_cast<long long>(t0 + t) * p.k;
+#pragma unroll 8
         for (int i = tid; i < p.k; i += kThreads) sq[t] += static_cast<double>(xr[i]) * xr[i];
       }
       sq[t] = WarpSumDouble(sq[t]);
@@ -147,58 +246,92 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_
     const int len = min(p.chunk, p.k - c0);
     __syncthreads();  // the previous chunk's readers are done; 1/rms is ready
     // Stage: each thread four consecutive elements per token; groups of
-    // four threads add up one 16-element sum.
+    // four threads add up one 16-element sum, groups of eight find a
+    // 32-element group's int8 scale (int8 lanes).
 #pragma unroll
     for (int t = 0; t < kTile; ++t) {
       if (t >= tiles) break;
       const float* xr = p.x + static_cast<long long>(t0 + t) * p.k + c0;
       const float* g = kNorm ? p.gamma + c0 : nullptr;
-      for (int base = 0; base < len; base += 4 * kThreads) {
-        const int i = base + 4 * tid;
-        float v[4];
-        LoadActivations4(xr, g, kNorm ? inv_rms[t] : 1.0f, i, len, v);
-        float* dst = xs + t * xstride;
-        if (i + 4 <= len) {
-          *reinterpret_cast<float4*>(dst + StagedIndex<Lane::kQ4KOrder>(i)) = make_float4(v[0], v[1], v[2], v[3]);
-        } else {
+      // kStageBatch runs of four per thread are loaded before any is
+      // staged: one L2 round trip per batch, not per run (the loop was a
+      // chain of round trips, 14 for K = 14336).
+      const float inv = kNorm ? inv_rms[t] : 1.0f;
+      for (int base = 0; base < len; base += kStageBatch * 4 * kThreads) {
+        float v[kStageBatch][4];
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            if (i + j < len) dst[StagedIndex<Lane::kQ4KOrder>(i + j)] = v[j];
+        for (int b = 0; b < kStageBatch; ++b) LoadActivations4(xr, g, inv, base + (b * kThreads + tid) * 4, len, v[b]);
+#pragma unroll
+        for (int b = 0; b < kStageBatch; ++b) {
+          if (base + b * 4 * kThreads >= len) break;
+          const int i = base + (b * kThreads + tid) * 4;
+          if constexpr (Lane::kInt8) {
+            StageInt8(v[b], i, len, xs + t * xstride, xstride, sums + t * sstride);
+          } else {
+            StageF32(v[b], i, len, xs + t * xstride, sums + t * sstride);
           }
         }
-        float s = (v[0] + v[1]) + (v[2] + v[3]);
-        s += __shfl_xor_sync(0xffffffffu, s, 1);
-        s += __shfl_xor_sync(0xffffffffu, s, 2);
-        if ((tid & 3) == 0 && i < len) sums[t * sstride + i / 16] = s;
       }
     }
     __syncthreads();
     if (!active) continue;
-    const int full = Lane::Fits(p.k) ? WalkChunk<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, xs, xstride, sums, sstride, acc)
-                                     : WalkChunk<LaneDecode8<S, Lane::kQ4KOrder>, kRows, kParts, kTile>(
-                                           weight_rows, c0, len, lane, xs, xstride, sums, sstride, acc);
-    // Elements past the last whole lane step (rows of plain types of odd
-    // length, a single trailing q8_0 block).
-    for (int e = full + lane; e < len; e += 32) {
-      const int at = StagedIndex<Lane::kQ4KOrder>(e);
+    if constexpr (Lane::kInt8) {
+      // Whole 256-element blocks only: K and every chunk are multiples of 256.
+      WalkChunkInt8<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit, xs, xstride, sums, sstride,
+                                                acc);
+    } else {
+      const int full = Lane::Fits(p.k)
+                           ? WalkChunk<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit, xs, xstride,
+                                                                   sums, sstride, acc)
+                           : WalkChunk<LaneDecode8<S>, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit, xs,
+                                                                             xstride, sums, sstride, acc);
+      // Elements past the last whole lane step (rows of plain types of odd
+      // length, a single trailing q8_0 block).
+      for (int e = full + slice * 32 + lane; e < len; e += ksplit * 32) {
+        const int at = StagedIndex(e);
 #pragma unroll
-      for (int r = 0; r < kRows; ++r)
+        for (int r = 0; r < kRows; ++r)
 #pragma unroll
-        for (int w = 0; w < kParts; ++w) {
-          const float wv = DecodeElement<S>(weight_rows[r][w], c0 + e);
+          for (int w = 0; w < kParts; ++w) {
+            const float wv = DecodeElement<S>(weight_rows[r][w], c0 + e);
 #pragma unroll
-          for (int t = 0; t < kTile; ++t) acc[r][w][t] = fmaf(wv, xs[t * xstride + at], acc[r][w][t]);
-        }
+            for (int t = 0; t < kTile; ++t) acc[r][w][t] = fmaf(wv, xs[t * xstride + at], acc[r][w][t]);
+          }
+      }
     }
   }
-  if (!active) return;
+  if (active) {
 #pragma unroll
-  for (int r = 0; r < kRows; ++r)
+    for (int r = 0; r < kRows; ++r)
 #pragma unroll
-    for (int w = 0; w < kParts; ++w)
+      for (int w = 0; w < kParts; ++w)
 #pragma unroll
-      for (int t = 0; t < kTile; ++t) acc[r][w][t] = WarpSum(acc[r][w][t]);
-  if (lane != 0) return;
+        for (int t = 0; t < kTile; ++t) acc[r][w][t] = WarpSum(acc[r][w][t]);
+  }
+  if constexpr (kTile == 1) {
+    if (ksplit > 1) {
+      __shared__ float slice_acc[kMatmulWarps][kRows * kParts];
+      if (active && slice > 0 && lane == 0) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int w = 0; w < kParts; ++w) slice_acc[warp][r * kParts + w] = acc[r][w][0];
+      }
+      __syncthreads();
+      if (slice > 0) return;
+      if (active && lane == 0) {
+        for (int sl = 1; sl < ksplit; ++sl)
+#pragma unroll
+          for (int r = 0; r < kRows; ++r)
+#pragma unroll
+            for (int w = 0; w < kParts; ++w) acc[r][w][0] += slice_acc[warp + sl][r * kParts + w];
+      }
+    }
+  }
+  if (!active || lane != 0) return;
+  if constexpr (kTile == 1) {
+    if (*p.rows < 1) return;
+  }
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     if (first + r >= p.total_n) continue;

@@ -11,15 +11,32 @@
 
 namespace kiln {
 
-// Where chunk-relative element e of the staged activations lives: 4 floats of
-// padding after every 32 so lanes reading 32-float runs at a stride of one
-// run fall in different banks. The q4_K order swaps the middle 16-element
-// groups of every 64, so the 16 low-nibble and 16 high-nibble elements one
-// lane's 16 bytes of q4_K hold are one contiguous run.
-template <bool kQ4KOrder>
-__device__ __forceinline__ int StagedIndex(int e) {
-  if constexpr (kQ4KOrder) e ^= (((e >> 4) ^ (e >> 5)) & 1) * 0x30;
-  return e + 4 * (e >> 5);
+// Where chunk-relative element e of the staged f32 activations lives: 4
+// floats of padding after every 32 so lanes reading 32-float runs at a
+// stride of one run fall in different banks.
+__device__ __forceinline__ int StagedIndex(int e) { return e + 4 * (e >> 5); }
+
+// Lanes with kInt8 read the activations staged as int8 codes instead,
+// x_i ~ dx c_i with a scale dx per 32-element group, beside the same exact
+// 16-element sums S as f32 and per 16 the residual R = sum_i (x_i - dx c_i).
+// In the token's xstride staged floats the codes take the first quarter,
+// the scales start at half, the residuals at three quarters (xstride is at
+// least 9/8 of the chunk). The codes are in the q4_K order: the 16 a q4_K
+// lane step takes from sub-block 2c (low nibbles) are bytes 16q.. of their
+// 256-element block and the 16 of sub-block 2c + 1 are bytes 128 + 16q..
+// (q = 2c + h the lane's 16-byte slice), so the eight lanes of a block read
+// 128 contiguous bytes per load.
+__device__ __forceinline__ int Int8CodeIndex(int e) {
+  const int r = e & 255;  // 64c + 32 hi + 16h + j  ->  128 hi + 32c + 16h + j
+  return e - r + 128 * ((r >> 5) & 1) + 32 * (r >> 6) + (r & 31);
+}
+template <class F>
+__device__ __forceinline__ F* Int8Scales(F* staged, int xstride) {
+  return staged + xstride / 2;
+}
+template <class F>
+__device__ __forceinline__ F* Int8Residuals(F* staged, int xstride) {
+  return staged + xstride / 4 * 3;
 }
 
 // Four staged floats (16-byte aligned: runs start at multiples of 4).
@@ -48,10 +65,10 @@ __device__ __forceinline__ void DotCodes4(unsigned q, const float* xs, int xstri
 // Any storage and row layout, eight elements per lane step through Decode8
 // (which copes with unaligned rows); also the fallback of the lanes below
 // where K does not give them the alignment their loads assume.
-template <class S, bool kOrder = false>
+template <class S>
 struct LaneDecode8 {
   static constexpr int kLane = 8, kRows = 4;
-  static constexpr bool kQ4KOrder = kOrder;
+  static constexpr bool kInt8 = false;
   __device__ static bool Fits(int) { return true; }
   struct Raw {
     float v[8];
@@ -63,7 +80,7 @@ struct LaneDecode8 {
   }
   template <int kTile>
   __device__ static void Dot(const Raw& r, int e, const float* xs, int xstride, const float*, int, float (&acc)[kTile]) {
-    const int at = StagedIndex<kOrder>(e);
+    const int at = StagedIndex(e);
 #pragma unroll
     for (int t = 0; t < kTile; ++t) {
       const float4 a = Staged4(xs + t * xstride, at), b = Staged4(xs + t * xstride, at + 4);
@@ -82,7 +99,7 @@ __device__ __forceinline__ uint4 Aligned16(const unsigned char* p) { return __ld
 template <bool kBf16>
 struct LaneHalf16 {
   static constexpr int kLane = 16, kRows = 4;
-  static constexpr bool kQ4KOrder = false;
+  static constexpr bool kInt8 = false;
   __device__ static bool Fits(int k) { return k % 8 == 0; }
   struct Raw {
     uint4 a, b;
@@ -97,7 +114,7 @@ struct LaneHalf16 {
       v[2 * i] = StorageHalfBits<kBf16>::One(static_cast<unsigned short>(w[i] & 0xFFFF));
       v[2 * i + 1] = StorageHalfBits<kBf16>::One(static_cast<unsigned short>(w[i] >> 16));
     }
-    const int at = StagedIndex<false>(e);
+    const int at = StagedIndex(e);
 #pragma unroll
     for (int t = 0; t < kTile; ++t) {
 #pragma unroll
@@ -117,7 +134,7 @@ struct LaneHalf16 {
 // conversion: with its sign bit flipped it is the low byte of 2^23 + q + 128.
 struct LaneQ8_0Pair {
   static constexpr int kLane = 64, kRows = 2;
-  static constexpr bool kQ4KOrder = false;
+  static constexpr bool kInt8 = false;
   __device__ static bool Fits(int k) { return k % 64 == 0; }
   struct Raw {
     unsigned w[17];
@@ -144,7 +161,7 @@ struct LaneQ8_0Pair {
     for (int blk = 0; blk < 2; ++blk) {
       // Block 0's codes are bytes 2..33 of the pair, block 1's bytes 36..67.
       const int first = blk == 0 ? 2 : 36;
-      const int at = StagedIndex<false>(e + 32 * blk);
+      const int at = StagedIndex(e + 32 * blk);
       float sum[kTile];
 #pragma unroll
       for (int t = 0; t < kTile; ++t) sum[t] = 0.0f;
@@ -170,23 +187,37 @@ struct LaneQ8_0Pair {
 
 // q4_K: 16 code bytes per lane step (8 lanes per 256-element block), i.e.
 // 16 elements of sub-block 2c (low nibbles) and the 16 matching ones of
-// sub-block 2c + 1 (high nibbles), with the block's 16-byte header. A nibble
-// q becomes 2 + q/64 by placing it in the mantissa of 2.0 (one byte
-// permute); the offset and both scales come out per sub-block through the
-// staged 16-element activation sums:
-//   sum_i (d sc q_i - dmin mn) x_i = 64 d sc sum_i (2 + q_i/64) x_i - (128 d sc + dmin mn) S.
+// sub-block 2c + 1 (high nibbles), with the block's 16-byte header, against
+// int8 activations (kInt8): a nibble stays an int8 lane of a dp4a, so a
+// 32-weight step is 8 dp4a and 12 bit operations besides the scales (the f32
+// lane spent ~6 instructions per weight, the SM's issue rate, not DRAM, being
+// the wall). With dx the activation group's scale, S the run's exact sum
+// and R its residual (see Int8CodeIndex):
+//   sum_i (d sc q_i - dmin mn) x_i ~ d sc (dx sum_i q_i c_i + 8 R) - dmin mn S,
+// off by d sc sum_i (q_i - 8)(x_i - dx c_i): the codes' rounding meets
+// weights centred on 8, not the 0..15 of the nibbles (2.4x less error on
+// weights of zero mean).
 struct LaneQ4_K {
   static constexpr int kLane = 32, kRows = 4;
-  static constexpr bool kQ4KOrder = true;
+  static constexpr bool kInt8 = true;
   __device__ static bool Fits(int) { return true; }  // 144-byte blocks keep every row 16-byte aligned
   struct Raw {
     uint4 head, qs;
   };
-  __device__ static Raw Load(const unsigned char* row, int e) {
+  // The activations of one lane step for one token, shared by its rows.
+  struct X {
+    int4 lo, hi;    // codes of the low- and high-nibble runs
+    float2 dx;       // scales of sub-blocks 2c and 2c + 1
+    float slo, shi;  // exact sums of the two runs
+    float rlo, rhi;  // the runs' residuals
+  };
+  // (Unsigned: e >= 0, and the divisions become shifts.)
+  __device__ static Raw Load(const unsigned char* row, unsigned e) {
     const unsigned char* b = row + (e / 256) * 144;
     return {Aligned16(b), Aligned16(b + 16 + 16 * ((e / 32) % 8))};
   }
-  // 6-bit scale and min of sub-block s from the header's 12 scale bytes (words y, z, w).
+  // 6-bit scale and min of sub-block s from the header's 12 scale bytes
+  // (words y, z, w), one at a time (the tensor-core tile kernel's decode).
   __device__ static void ScaleMin(const uint4& h, int s, float* scale, float* min) {
     const int u = 8 * (s & 3);
     const unsigned by = (h.y >> u) & 0xFF, bz = (h.z >> u) & 0xFF, bw = (h.w >> u) & 0xFF;
@@ -195,34 +226,40 @@ struct LaneQ4_K {
     *scale = static_cast<float>(sc);
     *min = static_cast<float>(mn);
   }
-  template <int kTile>
-  __device__ static void Dot(const Raw& r, int e, const float* xs, int xstride, const float* sums, int sstride,
-                             float (&acc)[kTile]) {
-    const int q = (e / 32) % 8, c = q / 2;
-    const int lo = e - 32 * q + 64 * c + 16 * (q % 2);  // first element of the low-nibble run
+  __device__ static X LoadX(unsigned e, const float* xs, int xstride, const float* sums) {
+    const unsigned q = (e / 32) % 8, block = e - 32 * q;
+    const unsigned char* codes = reinterpret_cast<const unsigned char*>(xs) + block + 16 * q;
+    const unsigned lo = block + 64 * (q / 2) + 16 * (q % 2);  // the low run's first element
+    return {*reinterpret_cast<const int4*>(codes), *reinterpret_cast<const int4*>(codes + 128),
+            *reinterpret_cast<const float2*>(Int8Scales(xs, xstride) + block / 32 + 2 * (q / 2)), sums[lo / 16],
+            sums[lo / 16 + 2], Int8Residuals(xs, xstride)[lo / 16], Int8Residuals(xs, xstride)[lo / 16 + 2]};
+  }
+  __device__ static void DotX(const Raw& r, unsigned e, const X& x, float& acc) {
+    const unsigned c = (e / 64) % 4;
+    // The 6-bit scales and mins of sub-blocks 2c and 2c + 1, two per 16 bits:
+    // header bytes 2c, 2c + 1 of words y (scales) and z (mins) for c < 2;
+    // for c >= 2 their low 4 bits from word w, the top 2 from y or z.
+    // (Selects, not branches: the lanes of a warp differ in c.)
+    const bool early = c < 2;
+    const unsigned sh = 16 * (c & 1);
+    const unsigned low_mask = early ? 0x3F3Fu : 0x0F0Fu, top_mask = early ? 0u : 0x3030u;
+    const unsigned scp = ((early ? r.head.y : r.head.w) >> sh & low_mask) | (r.head.y >> (sh + 2) & top_mask);
+    const unsigned mnp = ((early ? r.head.z : r.head.w) >> (early ? sh : sh + 4) & low_mask) | (r.head.z >> (sh + 2) & top_mask);
     const float d = HalfToFloat(static_cast<unsigned short>(r.head.x & 0xFFFF));
     const float dmin = HalfToFloat(static_cast<unsigned short>(r.head.x >> 16));
-    float sc_lo, mn_lo, sc_hi, mn_hi;
-    ScaleMin(r.head, 2 * c, &sc_lo, &mn_lo);
-    ScaleMin(r.head, 2 * c + 1, &sc_hi, &mn_hi);
-    const unsigned w[4] = {r.qs.x, r.qs.y, r.qs.z, r.qs.w};
-    // The low run then the high run, contiguous in the q4_K order.
-    const int at = StagedIndex<true>(lo);
-    float sl[kTile], sh[kTile];
-#pragma unroll
-    for (int t = 0; t < kTile; ++t) sl[t] = sh[t] = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      DotCodes4<kTile>(w[j] & 0x0F0F0F0Fu, xs, xstride, at + 4 * j, sl);
-      DotCodes4<kTile>((w[j] >> 4) & 0x0F0F0F0Fu, xs, xstride, at + 16 + 4 * j, sh);
-    }
-    const float a_lo = 64.0f * d * sc_lo, a_hi = 64.0f * d * sc_hi;
-    const float b_lo = 128.0f * d * sc_lo + dmin * mn_lo, b_hi = 128.0f * d * sc_hi + dmin * mn_hi;
-#pragma unroll
-    for (int t = 0; t < kTile; ++t) {
-      const float s_lo = sums[t * sstride + lo / 16], s_hi = sums[t * sstride + lo / 16 + 2];
-      acc[t] += (a_lo * sl[t] - b_lo * s_lo) + (a_hi * sh[t] - b_hi * s_hi);
-    }
+    const int m = 0x0F0F0F0F;
+    int il = __dp4a(static_cast<int>(r.qs.x) & m, x.lo.x, 0), ih = __dp4a(static_cast<int>(r.qs.x >> 4) & m, x.hi.x, 0);
+    il = __dp4a(static_cast<int>(r.qs.y) & m, x.lo.y, il);
+    ih = __dp4a(static_cast<int>(r.qs.y >> 4) & m, x.hi.y, ih);
+    il = __dp4a(static_cast<int>(r.qs.z) & m, x.lo.z, il);
+    ih = __dp4a(static_cast<int>(r.qs.z >> 4) & m, x.hi.z, ih);
+    il = __dp4a(static_cast<int>(r.qs.w) & m, x.lo.w, il);
+    ih = __dp4a(static_cast<int>(r.qs.w >> 4) & m, x.hi.w, ih);
+    const int sc_lo = scp & 0xFF, sc_hi = scp >> 8;
+    const float sl = static_cast<float>(sc_lo * il), shi = static_cast<float>(sc_hi * ih);
+    const float ml = static_cast<float>(mnp & 0xFF), mh = static_cast<float>(mnp >> 8);
+    const float rl = static_cast<float>(sc_lo) * x.rlo + static_cast<float>(sc_hi) * x.rhi;
+    acc += d * (x.dx.x * sl + x.dx.y * shi + 8.0f * rl) - dmin * (ml * x.slo + mh * x.shi);
   }
 };
 
@@ -237,7 +274,7 @@ struct LaneQ4_K {
 //   sum_i d sc (q_i - 32) x_i = d sc (64 sum_i (2 + q_i/64) x_i - 160 S).
 struct LaneQ6_K {
   static constexpr int kLane = 64, kRows = 1;  // 14 words of raw bytes per row: two rows spilled
-  static constexpr bool kQ4KOrder = false;
+  static constexpr bool kInt8 = false;
   __device__ static bool Fits(int k) { return k % 256 == 0; }
   struct Raw {
     unsigned la[4], lb[4], h[4];  // ql of groups 0/2, ql of groups 1/3, qh
@@ -274,7 +311,7 @@ struct LaneQ6_K {
     const float d = HalfToFloat(r.d);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const int at = StagedIndex<false>(base + 32 * k);
+      const int at = StagedIndex(base + 32 * k);
       float g[kTile];
 #pragma unroll
       for (int t = 0; t < kTile; ++t) g[t] = 0.0f;
@@ -307,7 +344,7 @@ struct LaneQ6_K {
 template <bool kHasMin>
 struct LaneQ5 {
   static constexpr int kLane = 32, kRows = 2;  // four rows spilled (silu_mul: 2 x 6 words per row and step)
-  static constexpr bool kQ4KOrder = false;
+  static constexpr bool kInt8 = false;
   static constexpr int kQh = kHasMin ? 4 : 2, kQs = kQh + 4;
   __device__ static bool Fits(int k) { return k % 32 == 0; }
   struct Raw {
@@ -334,7 +371,7 @@ struct LaneQ5 {
                              float (&acc)[kTile]) {
     const float d = HalfToFloat(static_cast<unsigned short>(r.dm & 0xFFFFu));
     const float m = kHasMin ? HalfToFloat(static_cast<unsigned short>(r.dm >> 16)) : -16.0f * d;
-    const int at = StagedIndex<false>(e);
+    const int at = StagedIndex(e);
     float sl[kTile], sh[kTile];
 #pragma unroll
     for (int t = 0; t < kTile; ++t) sl[t] = sh[t] = 0.0f;

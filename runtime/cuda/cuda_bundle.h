@@ -23,7 +23,9 @@ namespace kiln::cuda {
 // 2 (2026-12-02): the decode matmul walks 2 rows per warp for q5_0/q5_1 and
 // 1 for q6_K (their own lanes); a runtime of the other version would size
 // the grid for the wrong rows, so the two refuse each other's kernels.
-constexpr uint32_t kBundleVersion = 2;
+// 3: decode launches of few row blocks split K over two warps per set of
+// rows (MatmulParams::ksplit, MatmulKSplit).
+constexpr uint32_t kBundleVersion = 3;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

@@ -525,7 +525,10 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           const bool tiled = max_rows > 1;
           const int tile = tiled ? kPrefillTile : 1;
           const DeviceWeight* first = weight(fused ? absl::StrCat("weight", c.weights[0]) : std::string("weight"));
-          const int per_block = kMatmulWarps * MatmulRowsPerWarp(first->storage, tile);
+          const int rows_per_warp = MatmulRowsPerWarp(first->storage, tile);
+          const int row_blocks = (mp.total_n + kMatmulWarps * rows_per_warp - 1) / (kMatmulWarps * rows_per_warp);
+          mp.ksplit = tiled ? 1 : MatmulKSplit(row_blocks, context_->multiprocessors());
+          const int per_block = kMatmulWarps / mp.ksplit * rows_per_warp;
           mp.chunk = MatmulChunk(mp.k, tile);
           launched = launch(rc.functions[tiled ? 1 : 0], (mp.total_n + per_block - 1) / per_block,
                             (max_rows + tile - 1) / tile, 32 * kMatmulWarps,

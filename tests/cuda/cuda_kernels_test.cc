@@ -3,6 +3,7 @@
 // and every weight storage. Kernels are compiled here with the real codegen
 // for this GPU's SM. The device arena starts as NaNs, so an output element
 // a kernel fails to write shows as a failure. Skips without a CUDA driver.
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -72,7 +73,8 @@ class CudaKernels : public ::testing::Test {
         } else {
           // Tensor-core buckets multiply f16 operands.
           const size_t bucket = *program.plan.BucketFor(static_cast<int64_t>(batches[step].tokens.size()));
-          const double bound = program.plan.buckets[bucket] >= cuda::kTensorCoreMinBucket ? 5e-3 : tolerance;
+          const double bound =
+              program.plan.buckets[bucket] >= cuda::kTensorCoreMinBucket ? std::max(5e-3, tolerance) : tolerance;
           const double err = testing::RelativeL2(*got, expected);
           EXPECT_LT(err, bound) << r.what << " step " << step << " (T=" << batches[step].tokens.size() << ")";
         }
@@ -120,6 +122,12 @@ StepBatch Rows(int32_t tokens, uint32_t seed, std::vector<int32_t> logit_rows = 
   if (!logit_rows.empty()) b.logit_rows = std::move(logit_rows);
   return b;
 }
+
+// q4_K's CUDA-core lane quantises the activations to int8 per 32 elements
+// (dp4a), as llama.cpp's CUDA backend does: a dot's relative error is about
+// 1 / (127 sqrt(12)) times the activations' max over their RMS, ~0.5%.
+bool Int8Activations(const std::string& storage) { return storage == "q4_k"; }
+constexpr double kInt8ActivationsBound = 3e-2;  // silu_mul compounds two such dots (1.7% seen)
 
 constexpr const char* kStorages[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0", "q4_1",      "q5_0",      "q5_1",
                                      "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "int4:g32", "int4:g128", "int2:g64"};
@@ -188,9 +196,31 @@ TEST_F(CudaKernels, MatmulEpiloguesAndEmbeddingForEveryStorage) {
               {{r0, n, "qkv-style result0"}, {r1, n, "qkv-style result1"}, {r2, n + 8, "silu_mul"}, {r3, n, "residual_add"},
                {r4, n, "plain matmul"}, {r5, k, "embedding"}},
               {Rows(1, 1), Rows(2, 8), Rows(3, 2), Rows(13, 3), Rows(1, 4), Rows(4, 9), Rows(16, 5), Rows(40, 6), Rows(64, 7)},
-              1e-4);
+              Int8Activations(s) ? kInt8ActivationsBound : 1e-4);
       if (HasFatalFailure()) return;
     }
+  }
+}
+
+// Decode launches with more row blocks than the GPU has SMs walk K in one
+// warp per set of rows (MatmulKSplit); the shapes above are all split.
+TEST_F(CudaKernels, DecodeOfManyRowBlocksIsNotSplit) {
+  for (const char* storage : {"q4_k", "f16"}) {
+    SCOPED_TRACE(storage);
+    constexpr int64_t kK = 512, kN = 8192;  // 256 blocks of 32 rows, over the H200's 132 SMs
+    SingleOpPlan b({1, 2}, PlanPagePool{1, 1, 8, 16, 64}, 5);
+    const int64_t x = b.Activation(kK, 50);
+    b.Weight("gamma", "f32", {kK});
+    b.Weight("gate", storage, {kN, kK}, 0.1f);
+    b.Weight("up", storage, {kN, kK}, 0.1f);
+    const int64_t r = b.Region(kN);
+    b.Launch("fused_matmul.norm.silu_mul.q",
+             {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "gate"),
+              b.WeightBinding("weight1", "up"), b.Arena("result0", r)},
+             R"({"epilogue": "silu_mul", "eps": 1e-5})");
+    Compare(b, {{r, kN, "silu_mul"}}, {Rows(1, 1), Rows(1, 2)},
+            Int8Activations(storage) ? kInt8ActivationsBound : 1e-4);
+    if (HasFatalFailure()) return;
   }
 }
 
@@ -203,7 +233,7 @@ TEST_F(CudaKernels, GateAndUpOfDifferentStoragesGoThroughScratch) {
   b.Launch("fused_matmul.silu_mul.mixed",
            {b.Arena("input", x), b.WeightBinding("weight0", "gate"), b.WeightBinding("weight1", "up"), b.Arena("result0", r)},
            R"({"epilogue": "silu_mul", "n": [40, 40]})");
-  Compare(b, {{r, 40, "mixed silu_mul"}}, {Rows(1, 1), Rows(7, 2), Rows(50, 3)}, 1e-4);
+  Compare(b, {{r, 40, "mixed silu_mul"}}, {Rows(1, 1), Rows(7, 2), Rows(50, 3)}, kInt8ActivationsBound);
 }
 
 TEST_F(CudaKernels, RowOpsGatherAndArgmax) {
