@@ -174,6 +174,34 @@ absl::StatusOr<Verdict> VerifyDraft(Sampler& sampler, const Draft& draft, std::s
   return verdict;
 }
 
+void DraftGate::ObservePlain(double seconds) {
+  plain_seconds_ = plain_seen_++ == 0 ? seconds : 0.75 * plain_seconds_ + 0.25 * seconds;
+  ++plain_since_probe_;
+  drafted_since_plain_ = 0;
+}
+
+void DraftGate::ObserveDrafted(int tokens, double seconds) {
+  if (drafted_since_plain_++ == 0) return;  // the draft caught up on the plain steps' tokens
+  if (drafted_seen_++ == 0) {
+    drafted_tokens_ = tokens;
+    drafted_seconds_ = seconds;
+  } else {
+    drafted_tokens_ = 0.75 * drafted_tokens_ + 0.25 * tokens;
+    drafted_seconds_ = 0.75 * drafted_seconds_ + 0.25 * seconds;
+  }
+  plain_since_probe_ = 0;
+}
+
+bool DraftGate::DraftNext() const {
+  if (plain_seen_ == 0) return false;
+  if (drafted_seen_ < kWarmup || drafted_since_plain_ == 1) return true;
+  // Drafting while its tokens per second are within kMargin of plain steps'
+  // (tokens / drafted seconds >= kMargin / plain seconds): one slow cycle on
+  // a loaded machine does not switch it off.
+  if (drafted_tokens_ * plain_seconds_ >= kMargin * drafted_seconds_) return true;
+  return plain_since_probe_ >= kProbeEvery;
+}
+
 absl::StatusOr<SpeculativeResult> GenerateSpeculative(Executor& target, DraftSource& draft,
                                                       std::span<const int32_t> prompt,
                                                       const SpeculativeOptions& options,
@@ -224,15 +252,24 @@ absl::StatusOr<SpeculativeResult> GenerateSpeculative(Executor& target, DraftSou
   bool going = emit(first->token);
 
   const size_t vocab = target.n_vocab();
+  const bool greedy = gen.sampling.temperature == 0;
+  DraftGate gate;
   int k = std::max(1, options.draft_max / 2);
   while (going) {
     // The last token of `seq` is not in the target's cache yet; the verify
     // step runs it with the drafts after it.
     const int64_t n = static_cast<int64_t>(seq.size());
     const int64_t remaining = gen.max_new_tokens - static_cast<int64_t>(result.ids.size());
-    const int want = static_cast<int>(std::min<int64_t>({k, remaining - 1, capacity - n}));
-    absl::StatusOr<Draft> d = draft.Propose(seq, std::max(want, 0));
-    if (!d.ok()) return d.status();
+    const bool drafting = !greedy || gate.DraftNext();
+    const auto cycle_start = std::chrono::steady_clock::now();
+    absl::StatusOr<Draft> d = Draft{};
+    if (drafting) {
+      const int want = static_cast<int>(std::min<int64_t>({k, remaining - 1, capacity - n}));
+      d = draft.Propose(seq, std::max(want, 0));
+      if (!d.ok()) return d.status();
+    } else {
+      ++out.stats.plain_steps;
+    }
     const int kd = static_cast<int>(d->tokens.size());
     std::vector<int32_t> ext = seq;
     ext.insert(ext.end(), d->tokens.begin(), d->tokens.end());
@@ -247,8 +284,17 @@ absl::StatusOr<SpeculativeResult> GenerateSpeculative(Executor& target, DraftSou
     absl::StatusOr<Verdict> verdict = VerifyDraft(*sampler, *d, all, static_cast<int64_t>(vocab), rng);
     if (!verdict.ok()) return verdict.status();
     out.stats.accepted += verdict->accepted;
-    draft.Commit(n + verdict->accepted);
+    if (greedy) {
+      // A draft that proposed nothing (lookup without a match) cost a plain step.
+      if (kd > 0) {
+        gate.ObserveDrafted(verdict->accepted + 1, Since(cycle_start));
+      } else {
+        gate.ObservePlain(Since(cycle_start));
+      }
+    }
     for (size_t i = 0; i < verdict->tokens.size() && going; ++i) going = emit(verdict->tokens[i].token);
+    if (!drafting) continue;
+    draft.Commit(n + verdict->accepted);
     k = NextDraftLength(k, kd, verdict->accepted, options.draft_max);
   }
   result.generate_seconds = Since(decode_start);

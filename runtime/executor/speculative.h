@@ -103,16 +103,51 @@ inline int NextDraftLength(int k, int drafted, int accepted, int draft_max) {
   return accepted == drafted ? std::min(k + 1, draft_max) : std::max(1, accepted + 1);
 }
 
+// Whether drafting still pays, from measured wall time: the tokens per
+// second of recent drafted cycles (the draft's proposal and the verify step,
+// accepted + 1 tokens each) against recent plain steps. A draft whose steps
+// cost nearly a target step (two latency-bound models on a GPU) makes
+// speculation slower than plain decoding; then plain steps run, with a
+// drafted probe every kProbeEvery of them in case the text turns
+// predictable. The first drafted cycle after plain steps is not measured:
+// the draft model catches up on the tokens it missed (the prompt, the first
+// time), a cost steady drafting does not pay. Only greedy decoding consults
+// the gate: its output does not depend on when it drafts; a seeded sampled
+// output would then depend on timing.
+class DraftGate {
+ public:
+  static constexpr int kWarmup = 3, kProbeEvery = 16;
+  static constexpr double kMargin = 0.95;
+  // A plain step (no draft) took `seconds`.
+  void ObservePlain(double seconds);
+  // A drafted cycle gave `tokens` in `seconds`.
+  void ObserveDrafted(int tokens, double seconds);
+  // Whether the next cycle drafts: never before a plain step is measured;
+  // until kWarmup drafted cycles are measured; after an unmeasured one (so a
+  // probe measures one); while drafting gives at least kMargin of plain
+  // steps' tokens per second; else once every kProbeEvery plain steps.
+  bool DraftNext() const;
+
+ private:
+  // Moving averages with weight 1/4 for the newest observation.
+  double plain_seconds_ = 0, drafted_tokens_ = 0, drafted_seconds_ = 0;
+  int plain_seen_ = 0, drafted_seen_ = 0, plain_since_probe_ = 0, drafted_since_plain_ = 0;
+};
+
 struct SpeculativeOptions {
   GenerateOptions generate;
   int draft_max = 8;  // k adapts between 1 and this from the recent acceptance
 };
 
 struct SpeculativeStats {
-  int64_t steps = 0;     // target verification steps
-  int64_t drafted = 0;   // tokens proposed
-  int64_t accepted = 0;  // proposed tokens kept
-  double mean_accepted_length() const { return steps ? double(accepted) / steps : 0; }
+  int64_t steps = 0;        // target steps after the first token
+  int64_t plain_steps = 0;  // of them, undrafted because drafting did not pay (DraftGate)
+  int64_t drafted = 0;      // tokens proposed
+  int64_t accepted = 0;     // proposed tokens kept
+  // Accepted tokens per drafted verification.
+  double mean_accepted_length() const {
+    return steps > plain_steps ? double(accepted) / static_cast<double>(steps - plain_steps) : 0;
+  }
   double acceptance_rate() const { return drafted ? double(accepted) / drafted : 0; }
 };
 

@@ -76,6 +76,64 @@ TEST(SpeculativeCheck, GreedyWithDraftModelOrLookupIsExactlyTheGoldens) {
   EXPECT_EQ(cases, 4);
 }
 
+// A draft whose cycles give fewer tokens per second than plain steps is
+// dropped after the warm-up, probed again after kProbeEvery plain steps, and
+// taken back when probes pay. The first drafted cycle after plain steps
+// (the draft catching up) is never measured: here it takes 100 s.
+TEST(SpeculativeCheck, DraftGateDropsADraftThatDoesNotPayAndProbesIt) {
+  DraftGate gate;
+  EXPECT_FALSE(gate.DraftNext()) << "the first cycle measures a plain step";
+  gate.ObservePlain(1.0);
+  ASSERT_TRUE(gate.DraftNext());
+  gate.ObserveDrafted(1, 100.0);  // catching up: not measured
+  for (int i = 0; i < DraftGate::kWarmup; ++i) {
+    EXPECT_TRUE(gate.DraftNext()) << "warm-up cycle " << i;
+    gate.ObserveDrafted(2, 3.0);  // 0.67 tokens/s against 1 for plain steps
+  }
+  for (int i = 1; i < DraftGate::kProbeEvery; ++i) {
+    EXPECT_FALSE(gate.DraftNext()) << "plain step " << i;
+    gate.ObservePlain(1.0);
+  }
+  EXPECT_FALSE(gate.DraftNext());
+  gate.ObservePlain(1.0);
+  EXPECT_TRUE(gate.DraftNext()) << "the probe after " << DraftGate::kProbeEvery << " plain steps";
+  gate.ObserveDrafted(1, 100.0);
+  EXPECT_TRUE(gate.DraftNext()) << "the probe's measured cycle";
+  gate.ObserveDrafted(2, 3.0);
+  EXPECT_FALSE(gate.DraftNext()) << "the probe did not pay";
+  // A probe that pays (6 tokens in 1.5 s) brings drafting back: after
+  // kProbeEvery plain steps, its catch-up cycle and its measured one.
+  for (int i = 0; i < DraftGate::kProbeEvery; ++i) {
+    EXPECT_FALSE(gate.DraftNext()) << "plain step " << i << " after the second probe";
+    gate.ObservePlain(1.0);
+  }
+  ASSERT_TRUE(gate.DraftNext());
+  gate.ObserveDrafted(6, 100.0);
+  ASSERT_TRUE(gate.DraftNext());
+  gate.ObserveDrafted(6, 1.5);  // averages: 3 tokens in 2.6 s, 1.14 tokens/s
+  EXPECT_TRUE(gate.DraftNext());
+}
+
+// Within kMargin of plain steps' rate (0.97 tokens/s against 1) drafting
+// goes on, so noise around a break-even pair does not switch it on and off.
+TEST(SpeculativeCheck, DraftGateKeepsADraftNearBreakEven) {
+  DraftGate gate;
+  gate.ObservePlain(1.0);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(gate.DraftNext()) << "cycle " << i;
+    gate.ObserveDrafted(97, 100.0);
+  }
+}
+
+TEST(SpeculativeCheck, DraftGateKeepsADraftThatPays) {
+  DraftGate gate;
+  gate.ObservePlain(1.0);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(gate.DraftNext()) << "cycle " << i;
+    gate.ObserveDrafted(3, i == 0 ? 30.0 : 1.2);  // 2.5 tokens/s against 1, after a slow catch-up
+  }
+}
+
 TEST(SpeculativeCheck, GammaQMatchesKnownChiSquareQuantiles) {
   // Upper 1% points of the chi-square distribution: df 1 -> 6.635, 10 -> 23.209, 50 -> 76.154.
   EXPECT_NEAR(testing::GammaQ(0.5, 6.635 / 2), 0.01, 1e-4);

@@ -195,10 +195,12 @@ int RunRun(int argc, char** argv) {
     std::fprintf(stderr, "prompt: %zu tokens, %.2f tok/s | generation: %zu tokens, %.2f tok/s | backend: %s\n",
                  result->prompt_ids.size(), prompt_tps, result->ids.size(), gen_tps, backend.c_str());
     if (spec_stats) {
-      std::fprintf(stderr, "speculative: %lld drafted, %lld accepted (%.1f%%), %.2f accepted per step over %lld steps\n",
+      std::fprintf(stderr,
+                   "speculative: %lld drafted, %lld accepted (%.1f%%), %.2f accepted per drafted step; %lld steps, "
+                   "%lld of them plain (drafting did not pay)\n",
                    static_cast<long long>(spec_stats->drafted), static_cast<long long>(spec_stats->accepted),
                    100 * spec_stats->acceptance_rate(), spec_stats->mean_accepted_length(),
-                   static_cast<long long>(spec_stats->steps));
+                   static_cast<long long>(spec_stats->steps), static_cast<long long>(spec_stats->plain_steps));
     }
     return 0;
   }
@@ -218,6 +220,7 @@ int RunRun(int argc, char** argv) {
     JsonValue spec = JsonValue::MakeObject();
     spec.Set("draft", JsonValue::String(args.Has("draft") ? args.Get("draft") : "ngram-lookup"));
     spec.Set("steps", JsonValue::Int(spec_stats->steps));
+    spec.Set("plain_steps", JsonValue::Int(spec_stats->plain_steps));
     spec.Set("drafted", JsonValue::Int(spec_stats->drafted));
     spec.Set("accepted", JsonValue::Int(spec_stats->accepted));
     spec.Set("acceptance_rate", JsonValue::Number(spec_stats->acceptance_rate()));
