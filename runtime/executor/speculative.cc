@@ -189,17 +189,21 @@ void DraftGate::ObserveDrafted(int tokens, double seconds) {
     drafted_tokens_ = 0.75 * drafted_tokens_ + 0.25 * tokens;
     drafted_seconds_ = 0.75 * drafted_seconds_ + 0.25 * seconds;
   }
+  // A probe (a measured cycle after plain steps, past the warm-up) that did
+  // not pay waits twice as long next time.
+  if (drafted_seen_ > kWarmup && plain_since_probe_ > 0) {
+    probe_every_ = Pays() ? kProbeEvery : std::min(2 * probe_every_, kMaxProbeEvery);
+  }
   plain_since_probe_ = 0;
 }
+
+bool DraftGate::Pays() const { return drafted_tokens_ * plain_seconds_ >= kMargin * drafted_seconds_; }
 
 bool DraftGate::DraftNext() const {
   if (plain_seen_ == 0) return false;
   if (drafted_seen_ < kWarmup || drafted_since_plain_ == 1) return true;
-  // Drafting while its tokens per second are within kMargin of plain steps'
-  // (tokens / drafted seconds >= kMargin / plain seconds): one slow cycle on
-  // a loaded machine does not switch it off.
-  if (drafted_tokens_ * plain_seconds_ >= kMargin * drafted_seconds_) return true;
-  return plain_since_probe_ >= kProbeEvery;
+  if (Pays()) return true;
+  return plain_since_probe_ >= probe_every_;
 }
 
 absl::StatusOr<SpeculativeResult> GenerateSpeculative(Executor& target, DraftSource& draft,

@@ -108,15 +108,16 @@ inline int NextDraftLength(int k, int drafted, int accepted, int draft_max) {
 // accepted + 1 tokens each) against recent plain steps. A draft whose steps
 // cost nearly a target step (two latency-bound models on a GPU) makes
 // speculation slower than plain decoding; then plain steps run, with a
-// drafted probe every kProbeEvery of them in case the text turns
-// predictable. The first drafted cycle after plain steps is not measured:
+// drafted probe after kProbeEvery of them in case the text turns
+// predictable (the interval doubling, up to kMaxProbeEvery, after each probe
+// that does not pay: a probe costs about as much as it saves). The first drafted cycle after plain steps is not measured:
 // the draft model catches up on the tokens it missed (the prompt, the first
 // time), a cost steady drafting does not pay. Only greedy decoding consults
 // the gate: its output does not depend on when it drafts; a seeded sampled
 // output would then depend on timing.
 class DraftGate {
  public:
-  static constexpr int kWarmup = 3, kProbeEvery = 16;
+  static constexpr int kWarmup = 3, kProbeEvery = 16, kMaxProbeEvery = 256;
   static constexpr double kMargin = 0.95;
   // A plain step (no draft) took `seconds`.
   void ObservePlain(double seconds);
@@ -125,13 +126,18 @@ class DraftGate {
   // Whether the next cycle drafts: never before a plain step is measured;
   // until kWarmup drafted cycles are measured; after an unmeasured one (so a
   // probe measures one); while drafting gives at least kMargin of plain
-  // steps' tokens per second; else once every kProbeEvery plain steps.
+  // steps' tokens per second; else after the probe interval of plain steps.
   bool DraftNext() const;
 
  private:
+  // Drafted cycles give at least kMargin of plain steps' tokens per second
+  // (tokens / drafted seconds >= kMargin / plain seconds): one slow cycle on
+  // a loaded machine does not switch drafting off.
+  bool Pays() const;
   // Moving averages with weight 1/4 for the newest observation.
   double plain_seconds_ = 0, drafted_tokens_ = 0, drafted_seconds_ = 0;
   int plain_seen_ = 0, drafted_seen_ = 0, plain_since_probe_ = 0, drafted_since_plain_ = 0;
+  int probe_every_ = kProbeEvery;
 };
 
 struct SpeculativeOptions {

@@ -77,8 +77,8 @@ TEST(SpeculativeCheck, GreedyWithDraftModelOrLookupIsExactlyTheGoldens) {
 }
 
 // A draft whose cycles give fewer tokens per second than plain steps is
-// dropped after the warm-up, probed again after kProbeEvery plain steps, and
-// taken back when probes pay. The first drafted cycle after plain steps
+// dropped after the warm-up, probed again after kProbeEvery plain steps (then
+// twice as many), and taken back when a probe pays. The first drafted cycle after plain steps
 // (the draft catching up) is never measured: here it takes 100 s.
 TEST(SpeculativeCheck, DraftGateDropsADraftThatDoesNotPayAndProbesIt) {
   DraftGate gate;
@@ -101,9 +101,10 @@ TEST(SpeculativeCheck, DraftGateDropsADraftThatDoesNotPayAndProbesIt) {
   EXPECT_TRUE(gate.DraftNext()) << "the probe's measured cycle";
   gate.ObserveDrafted(2, 3.0);
   EXPECT_FALSE(gate.DraftNext()) << "the probe did not pay";
-  // A probe that pays (6 tokens in 1.5 s) brings drafting back: after
-  // kProbeEvery plain steps, its catch-up cycle and its measured one.
-  for (int i = 0; i < DraftGate::kProbeEvery; ++i) {
+  // A probe that pays (6 tokens in 1.5 s) brings drafting back: after twice
+  // kProbeEvery plain steps (the first probe did not pay), its catch-up
+  // cycle and its measured one.
+  for (int i = 0; i < 2 * DraftGate::kProbeEvery; ++i) {
     EXPECT_FALSE(gate.DraftNext()) << "plain step " << i << " after the second probe";
     gate.ObservePlain(1.0);
   }
