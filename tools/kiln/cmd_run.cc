@@ -51,7 +51,10 @@ int RunRun(int argc, char** argv) {
       .Option("draft", "MODEL", "speculative decoding with this smaller model (same vocabulary) as the draft")
       .Option("draft-weights", "FILE", "for a program-only draft artifact: the model file to bind its weights from")
       .Flag("lookup", "speculative decoding with n-gram lookup in the prompt and the text so far as the draft")
-      .Option("draft-max", "N", "longest draft per step (the draft length adapts below it)", "8");
+      .Option("draft-max", "N",
+              "longest draft per step (the draft length adapts below it; at --temp 0 drafting pauses while it "
+              "measures slower than plain steps)",
+              "8");
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("run", std::string(s.message()));
   if (args.help_requested()) {
     std::printf("%s", args.Help().c_str());
