@@ -189,14 +189,14 @@ struct LaneQ8_0Pair {
 // 16 elements of sub-block 2c (low nibbles) and the 16 matching ones of
 // sub-block 2c + 1 (high nibbles), with the block's 16-byte header, against
 // int8 activations (kInt8): a nibble stays an int8 lane of a dp4a, so a
-// 32-weight step is 8 dp4a and 12 bit operations besides the scales (the f32
-// lane spent ~6 instructions per weight, the SM's issue rate, not DRAM, being
-// the wall). With dx the activation group's scale, S the run's exact sum
-// and R its residual (see Int8CodeIndex):
+// 32-weight step is 8 dp4a and 12 bit operations besides the scales (~2.2
+// PTX instructions per weight against the f32 lane's ~6, and a quarter of
+// its shared-memory bytes). With dx the activation group's scale, S the
+// run's exact sum and R its residual (see Int8CodeIndex):
 //   sum_i (d sc q_i - dmin mn) x_i ~ d sc (dx sum_i q_i c_i + 8 R) - dmin mn S,
-// off by d sc sum_i (q_i - 8)(x_i - dx c_i): the codes' rounding meets
-// weights centred on 8, not the 0..15 of the nibbles (2.4x less error on
-// weights of zero mean).
+// off by d sc sum_i (q_i - 8)(x_i - dx c_i): the codes' rounding meets the
+// weights' codes centred on 8 rather than their 0..15, the larger term for
+// weights with a min.
 struct LaneQ4_K {
   static constexpr int kLane = 32, kRows = 4;
   static constexpr bool kInt8 = true;
@@ -244,7 +244,8 @@ struct LaneQ4_K {
     const unsigned sh = 16 * (c & 1);
     const unsigned low_mask = early ? 0x3F3Fu : 0x0F0Fu, top_mask = early ? 0u : 0x3030u;
     const unsigned scp = ((early ? r.head.y : r.head.w) >> sh & low_mask) | (r.head.y >> (sh + 2) & top_mask);
-    const unsigned mnp = ((early ? r.head.z : r.head.w) >> (early ? sh : sh + 4) & low_mask) | (r.head.z >> (sh + 2) & top_mask);
+    const unsigned mnp =
+        ((early ? r.head.z : r.head.w) >> (early ? sh : sh + 4) & low_mask) | (r.head.z >> (sh + 2) & top_mask);
     const float d = HalfToFloat(static_cast<unsigned short>(r.head.x & 0xFFFF));
     const float dmin = HalfToFloat(static_cast<unsigned short>(r.head.x >> 16));
     const int m = 0x0F0F0F0F;
