@@ -118,7 +118,7 @@ TEST(KilnCli, SynthIsDeterministicPerSeed) {
 TEST(KilnCli, SynthRejectsBadArguments) {
   testing::CommandResult r = RunKiln("synth --preset gpt5 -o /tmp/x.gguf");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.output, HasSubstr("unknown preset 'gpt5' (presets: tiny, llama3-8b, qwen2.5-1.5b)"));
+  EXPECT_THAT(r.output, HasSubstr("unknown preset 'gpt5' (presets: tiny, llama3-8b, qwen2.5-1.5b, qwen2.5-0.5b)"));
   r = RunKiln("synth --type q9_9 -o /tmp/x.gguf");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("unknown --type 'q9_9'"));
