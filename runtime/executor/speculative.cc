@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <random>
 
 #include "absl/strings/str_format.h"
@@ -199,6 +200,11 @@ void DraftGate::ObserveDrafted(int tokens, double seconds) {
 
 bool DraftGate::Pays() const { return drafted_tokens_ * plain_seconds_ >= kMargin * drafted_seconds_; }
 
+int DraftGate::MaxDraftLength() const {
+  const bool measuring = drafted_seen_ < kWarmup || drafted_since_plain_ <= 1;
+  return measuring ? kMeasureLength : std::numeric_limits<int>::max();
+}
+
 bool DraftGate::DraftNext() const {
   if (plain_seen_ == 0) return false;
   if (drafted_seen_ < kWarmup || drafted_since_plain_ == 1) return true;
@@ -268,7 +274,8 @@ absl::StatusOr<SpeculativeResult> GenerateSpeculative(Executor& target, DraftSou
     const auto cycle_start = std::chrono::steady_clock::now();
     absl::StatusOr<Draft> d = Draft{};
     if (drafting) {
-      const int want = static_cast<int>(std::min<int64_t>({k, remaining - 1, capacity - n}));
+      const int limit = greedy ? gate.MaxDraftLength() : k;
+      const int want = static_cast<int>(std::min<int64_t>({k, limit, remaining - 1, capacity - n}));
       d = draft.Propose(seq, std::max(want, 0));
       if (!d.ok()) return d.status();
     } else {

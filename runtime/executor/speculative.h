@@ -119,6 +119,7 @@ class DraftGate {
  public:
   static constexpr int kWarmup = 3, kProbeEvery = 16, kMaxProbeEvery = 256;
   static constexpr double kMargin = 0.95;
+  static constexpr int kMeasureLength = 2;
   // A plain step (no draft) took `seconds`.
   void ObservePlain(double seconds);
   // A drafted cycle gave `tokens` in `seconds`.
@@ -128,6 +129,10 @@ class DraftGate {
   // probe measures one); while drafting gives at least kMargin of plain
   // steps' tokens per second; else after the probe interval of plain steps.
   bool DraftNext() const;
+  // The longest draft worth its cost now: kMeasureLength while the gate is
+  // only measuring (warm-up, a probe), so measuring a draft that does not
+  // pay costs little; else unbounded (the acceptance rule chooses).
+  int MaxDraftLength() const;
 
  private:
   // Drafted cycles give at least kMargin of plain steps' tokens per second

@@ -88,6 +88,7 @@ TEST(SpeculativeCheck, DraftGateDropsADraftThatDoesNotPayAndProbesIt) {
   gate.ObserveDrafted(1, 100.0);  // catching up: not measured
   for (int i = 0; i < DraftGate::kWarmup; ++i) {
     EXPECT_TRUE(gate.DraftNext()) << "warm-up cycle " << i;
+    EXPECT_EQ(gate.MaxDraftLength(), DraftGate::kMeasureLength) << "warm-up drafts are short";
     gate.ObserveDrafted(2, 3.0);  // 0.67 tokens/s against 1 for plain steps
   }
   for (int i = 1; i < DraftGate::kProbeEvery; ++i) {
@@ -97,8 +98,10 @@ TEST(SpeculativeCheck, DraftGateDropsADraftThatDoesNotPayAndProbesIt) {
   EXPECT_FALSE(gate.DraftNext());
   gate.ObservePlain(1.0);
   EXPECT_TRUE(gate.DraftNext()) << "the probe after " << DraftGate::kProbeEvery << " plain steps";
+  EXPECT_EQ(gate.MaxDraftLength(), DraftGate::kMeasureLength) << "a probe drafts short";
   gate.ObserveDrafted(1, 100.0);
   EXPECT_TRUE(gate.DraftNext()) << "the probe's measured cycle";
+  EXPECT_EQ(gate.MaxDraftLength(), DraftGate::kMeasureLength);
   gate.ObserveDrafted(2, 3.0);
   EXPECT_FALSE(gate.DraftNext()) << "the probe did not pay";
   // A probe that pays (6 tokens in 1.5 s) brings drafting back: after twice
@@ -133,6 +136,7 @@ TEST(SpeculativeCheck, DraftGateKeepsADraftThatPays) {
     ASSERT_TRUE(gate.DraftNext()) << "cycle " << i;
     gate.ObserveDrafted(3, i == 0 ? 30.0 : 1.2);  // 2.5 tokens/s against 1, after a slow catch-up
   }
+  EXPECT_GT(gate.MaxDraftLength(), 8) << "steady drafting leaves the length to the acceptance rule";
 }
 
 TEST(SpeculativeCheck, GammaQMatchesKnownChiSquareQuantiles) {
