@@ -282,17 +282,18 @@ absl::StatusOr<SpeculativeResult> GenerateSpeculative(Executor& target, DraftSou
       ++out.stats.plain_steps;
     }
     const int kd = static_cast<int>(d->tokens.size());
-    std::vector<int32_t> ext = seq;
-    ext.insert(ext.end(), d->tokens.begin(), d->tokens.end());
+    // The drafts ride on `seq` for the verify step only (no copy of the
+    // sequence per step); its logits are read before the target steps again.
+    seq.insert(seq.end(), d->tokens.begin(), d->tokens.end());
     std::vector<int32_t> rows(kd + 1);
     for (int r = 0; r <= kd; ++r) rows[r] = r;
-    absl::StatusOr<std::span<const float>> verify = StepSequence(target, ext, n - 1, n + kd, rows);
+    absl::StatusOr<std::span<const float>> verify = StepSequence(target, seq, n - 1, n + kd, rows);
+    seq.resize(n);
     if (!verify.ok()) return verify.status();
-    std::vector<float> all(verify->begin(), verify->end());  // the next step reuses the executor's buffer
     ++out.stats.steps;
     out.stats.drafted += kd;
 
-    absl::StatusOr<Verdict> verdict = VerifyDraft(*sampler, *d, all, static_cast<int64_t>(vocab), rng);
+    absl::StatusOr<Verdict> verdict = VerifyDraft(*sampler, *d, *verify, static_cast<int64_t>(vocab), rng);
     if (!verdict.ok()) return verdict.status();
     out.stats.accepted += verdict->accepted;
     if (greedy) {

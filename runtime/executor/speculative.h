@@ -110,11 +110,12 @@ inline int NextDraftLength(int k, int drafted, int accepted, int draft_max) {
 // speculation slower than plain decoding; then plain steps run, with a
 // drafted probe after kProbeEvery of them in case the text turns
 // predictable (the interval doubling, up to kMaxProbeEvery, after each probe
-// that does not pay: a probe costs about as much as it saves). The first drafted cycle after plain steps is not measured:
-// the draft model catches up on the tokens it missed (the prompt, the first
-// time), a cost steady drafting does not pay. Only greedy decoding consults
-// the gate: its output does not depend on when it drafts; a seeded sampled
-// output would then depend on timing.
+// that does not pay: a probe costs about as much as it saves). The first
+// drafted cycle after plain steps is not measured: the draft model catches
+// up on the tokens it missed (the prompt, the first time), a cost steady
+// drafting does not pay. Only greedy decoding consults the gate: its output
+// does not depend on when it drafts; a seeded sampled output would then
+// depend on timing.
 class DraftGate {
  public:
   static constexpr int kWarmup = 3, kProbeEvery = 16, kMaxProbeEvery = 256;
