@@ -33,6 +33,15 @@ __device__ __forceinline__ int SliceOf(int n, int splits) {
   return max(kMinSlice, (even + 31) / 32 * 32);
 }
 
+// Whether attention_prefill_kernel did tile `tile` (tokens
+// kPrefillTileTokens * tile ..): it ran, and the tile lies in one sequence.
+__device__ __forceinline__ bool PrefillTileDone(const AttentionParams& p, const StepCounts& counts, int tile) {
+  const int first = kPrefillTileTokens * tile;
+  if (!p.prefill_tiles || first >= counts.tokens) return false;
+  const int last = min(first + kPrefillTileTokens, counts.tokens) - 1;
+  return SequenceOf(p.query_starts, counts.seqs, first) == SequenceOf(p.query_starts, counts.seqs, last);
+}
+
 // grid (bucket tokens, kv_heads): one block per token and KV head.
 __global__ void __launch_bounds__(128) kv_append_kernel(AttentionParams p) {
   const int t = blockIdx.x, kvh = blockIdx.y;
@@ -60,7 +69,7 @@ template <int kD>
 __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionParams p) {
   const int t = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
   const StepCounts counts = *p.counts;
-  if (t >= counts.tokens) return;
+  if (t >= counts.tokens || PrefillTileDone(p, counts, t / kPrefillTileTokens)) return;
   const int pos = p.positions[t];
   const int n = pos + 1;
   const int slice = SliceOf(n, p.splits);

@@ -99,6 +99,25 @@ struct MatmulParams {
   int ksplit;                  // matmul_kernel decode: warps sharing a set of rows (MatmulKSplit)
 };
 
+// matmul_f16_tc_kernel (buckets of kTensorCoreMinBucket tokens and more,
+// k a multiple of kGemmK): kGemmM tokens x kGemmN weight rows per block, K
+// steps of kGemmK in a ring of kGemmStages in dynamic shared memory (rows
+// padded to kGemmStride halves, so ldmatrix's 8 rows hit distinct banks).
+constexpr int kGemmM = 128, kGemmN = 128, kGemmK = 32, kGemmStages = 4, kGemmStride = kGemmK + 8;
+KILN_ABI_FN int GemmSmemBytes() { return kGemmStages * (kGemmM + kGemmN) * kGemmStride * 2; }
+
+// dequantize_f16_kernel: the rows of num_weights weights of one storage, one
+// after another, decoded to f16 [sum n, k]; grid (sum n, ceil(k / 2048)),
+// 256 threads of 8 elements.
+struct DequantizeParams {
+  const unsigned char* w[kMaxFusedWeights];
+  int n[kMaxFusedWeights];
+  int num_weights;
+  long long row_bytes;
+  int k;
+  unsigned short* y;
+};
+
 // One-operand and two-operand element-wise ops over rows of `width`.
 enum ElementwiseOp : int { kSilu = 0, kMul = 1, kAdd = 2, kBiasAdd = 3, kSiluMul = 4 };
 struct ElementwiseParams {
@@ -202,6 +221,12 @@ struct AttentionParams {
   // [max_rows, num_heads, splits, head_dim + 2]; a combine kernel merges them.
   int splits;
   float* partials;
+  // 1 where attention_prefill_kernel ran first: tiles of kPrefillTileTokens
+  // tokens of one sequence are done, and attention_kernel skips their tokens.
+  int prefill_tiles;
 };
+
+// attention_prefill_kernel: tokens per tile (4 warps of 16).
+constexpr int kPrefillTileTokens = 64;
 
 }  // namespace kiln::cuda_abi

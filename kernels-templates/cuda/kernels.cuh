@@ -3,7 +3,9 @@
 #pragma once
 
 #include "attention.cuh"
+#include "attention_prefill.cuh"
 #include "matmul.cuh"
+#include "matmul_f16_tc.cuh"
 #include "matmul_tc.cuh"
 #include "matmul_tile_tc.cuh"
 #include "rows.cuh"

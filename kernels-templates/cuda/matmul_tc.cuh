@@ -11,26 +11,13 @@
 
 #include "common.cuh"
 #include "matmul.cuh"
+#include "mma.cuh"
 #include "storage.cuh"
 
 namespace kiln {
 
 constexpr int kTcM = 128, kTcN = 64, kTcK = 32;
 constexpr int kTcStride = kTcK + 8;  // halves per smem row: conflict-free fragment loads
-
-__device__ __forceinline__ unsigned PackHalf2(float lo, float hi) {
-  unsigned short l, h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(l) : "f"(lo));
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(hi));
-  return static_cast<unsigned>(l) | (static_cast<unsigned>(h) << 16);
-}
-
-__device__ __forceinline__ void MmaF16(float* c, const unsigned* a, const unsigned* b) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
 
 // 1 / rms of the row x[0..k) over the whole block (in double, as the CPU
 // backend), or 1 without the norm prologue.

@@ -25,7 +25,9 @@ namespace kiln::cuda {
 // the grid for the wrong rows, so the two refuse each other's kernels.
 // 3: decode launches of few row blocks split K over two warps per set of
 // rows (MatmulParams::ksplit, MatmulKSplit).
-constexpr uint32_t kBundleVersion = 3;
+// 4: buckets of 64 tokens and more run matmul_f16_tc_kernel over f16 weight
+// rows (dequantize_f16_kernel first for quantised weights).
+constexpr uint32_t kBundleVersion = 4;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

@@ -94,6 +94,14 @@ class CudaExecutor final : public Executor {
   };
   absl::Status BindWeights(const WeightSource& weights, uint64_t* offset, std::vector<WeightUpload>* uploads);
   absl::Status ComputeRowKinds();
+  // Whether matmul call `c` of launch `li` runs matmul_f16_tc_kernel in
+  // `bucket`: buckets of kTensorCoreMinBucket tokens and more, K a multiple
+  // of kGemmK, and not over the logit rows (few rows; decoding a 128k-row
+  // output matrix to f16 for them would cost more than it saves).
+  bool UsesF16Weights(const KernelCall& c, size_t li, size_t bucket, int64_t k) const {
+    return c.kind == KernelKind::kMatmul && plan_.buckets[bucket] >= kTensorCoreMinBucket && k % kGemmK == 0 &&
+           !rows_are_logit_rows_[bucket][li];
+  }
   absl::Status RecordBucket(size_t bucket);
   // Validates the batch, copies its inputs to the device and launches the
   // bucket's graph; returns the bucket. Nothing waits for the device.
@@ -108,6 +116,9 @@ class CudaExecutor final : public Executor {
   CUdeviceptr device_ = 0;
   uint64_t device_bytes_ = 0;
   CUdeviceptr arena_ = 0, pool_ = 0, scratch_ = 0, partials_ = 0, x_f16_ = 0, inputs_ = 0, greedy_ids_ = 0;
+  // Quantised weights of the launch at hand decoded to f16 rows, for
+  // matmul_f16_tc_kernel (buckets of kTensorCoreMinBucket tokens and more).
+  CUdeviceptr weights_f16_ = 0;
   CUfunction argmax_ = nullptr;  // null for kernels sections without it: StepGreedy then reads the logits
   uint64_t scratch_bytes_ = 0;
   int32_t* host_inputs_ = nullptr;  // pinned
@@ -248,15 +259,21 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   }
   KILN_CU(api, api.cuModuleLoadDataEx(&ex->module_, image, 0, nullptr, nullptr));
 
+  if (absl::Status s = ex->ComputeRowKinds(); !s.ok()) return s;
   // Every launch's calls, with their functions.
-  int64_t scratch_floats = 0, partial_floats = 0, x_f16_halves = 0;
-  for (const PlanLaunch& l : p.launches) {
+  int64_t scratch_floats = 0, partial_floats = 0, x_f16_halves = 0, weights_f16_halves = 0;
+  for (size_t li = 0; li < p.launches.size(); ++li) {
+    const PlanLaunch& l = p.launches[li];
     absl::StatusOr<std::vector<KernelCall>> calls = LowerLaunch(p, l);
     if (!calls.ok()) return calls.status();
     std::vector<ResolvedCall> resolved;
     for (KernelCall& c : *calls) {
       ResolvedCall r;
       for (const std::string& name : c.names) {
+        if (name.empty()) {  // a matmul slot this storage has no kernel for
+          r.functions.push_back(nullptr);
+          continue;
+        }
         const BundleKernel* k = bundle->Find(name);
         if (k == nullptr) {
           return absl::InvalidArgumentError(
@@ -272,6 +289,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
           KILN_CU(api, api.cuFuncSetAttribute(r.functions[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                               kMatmulSmemBudgetFloats * static_cast<int>(sizeof(float))));
         }
+        KILN_CU(api, api.cuFuncSetAttribute(r.functions[kMatmulF16TcSlot],
+                                            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, GemmSmemBytes()));
       }
       if (c.kind == KernelKind::kAttentionCombine) {
         absl::StatusOr<int64_t> heads = l.Int("num_heads");
@@ -288,6 +307,15 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         // f16 activations of the tensor-core matmul; for the 2-63-token
         // buckets' tile kernel, hi and lo halves and sums per 32 (in halves).
         if (p.buckets.back() >= kTensorCoreMinBucket) x_f16_halves = std::max(x_f16_halves, p.buckets.back() * width);
+        if (ex->UsesF16Weights(c, li, p.buckets.size() - 1, width) && !c.names[kDequantizeSlot].empty()) {
+          int64_t rows = 0;
+          for (int wi : c.weights) {
+            const PlanBinding* b = l.Find(l.op == "fused_matmul" ? absl::StrCat("weight", wi) : std::string("weight"));
+            const PlanWeight* w = b ? p.FindWeight(b->name) : nullptr;
+            rows += w ? w->shape.front() : 0;
+          }
+          weights_f16_halves = std::max(weights_f16_halves, rows * width);
+        }
         if (c.has_tile_tc()) {
           int64_t small = 0;
           for (int64_t b : p.buckets) small = b < kTensorCoreMinBucket ? b : small;
@@ -304,7 +332,6 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
     }
     ex->calls_.push_back(std::move(resolved));
   }
-  if (absl::Status s = ex->ComputeRowKinds(); !s.ok()) return s;
   std::map<RopeTableKey, std::vector<float>> rope_tables;
   for (const PlanLaunch& l : p.launches) {
     if (l.constants.Find("rope_theta") == nullptr) continue;
@@ -322,7 +349,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->layout_ = InputLayout::For(max_tokens, max_tokens, pages_stride);
 
   // One allocation: weights | KV pool | arena | scratch | attention partials |
-  // f16 activations of the tensor-core matmul | inputs | greedy ids | rope tables.
+  // f16 activations of the tensor-core matmuls | f16 weights of the prefill
+  // matmul | inputs | greedy ids | rope tables.
   uint64_t offset = 0;
   std::vector<WeightUpload> uploads;
   if (absl::Status s = ex->BindWeights(program.weights, &offset, &uploads); !s.ok()) return s;
@@ -330,7 +358,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   const uint64_t page_bytes = p.pool.page_bytes();
   // The offsets after the pool, for a pool of `pages`.
   struct Tail {
-    uint64_t arena, scratch, partials, x_f16, inputs, greedy, rope_start, end;
+    uint64_t arena, scratch, partials, x_f16, weights_f16, inputs, greedy, rope_start, end;
   };
   ex->scratch_bytes_ = scratch_floats * sizeof(float);
   auto tail = [&](int64_t pages) {
@@ -339,7 +367,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
     t.scratch = AlignUp(t.arena + p.arena_bytes.back());
     t.partials = AlignUp(t.scratch + ex->scratch_bytes_);
     t.x_f16 = AlignUp(t.partials + partial_floats * sizeof(float));
-    t.inputs = AlignUp(t.x_f16 + x_f16_halves * sizeof(uint16_t));
+    t.weights_f16 = AlignUp(t.x_f16 + x_f16_halves * sizeof(uint16_t));
+    t.inputs = AlignUp(t.weights_f16 + weights_f16_halves * sizeof(uint16_t));
     t.greedy = AlignUp(t.inputs + ex->layout_.total * sizeof(int32_t));
     t.rope_start = AlignUp(t.greedy + max_tokens * sizeof(int32_t));
     t.end = t.rope_start;
@@ -358,7 +387,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   }
   const Tail t = tail(ex->num_pages_);
   const uint64_t arena_offset = t.arena, scratch_offset = t.scratch, partials_offset = t.partials,
-                 x_f16_offset = t.x_f16, inputs_offset = t.inputs, greedy_offset = t.greedy,
+                 x_f16_offset = t.x_f16, weights_f16_offset = t.weights_f16, inputs_offset = t.inputs, greedy_offset = t.greedy,
                  rope_start = t.rope_start;
   uint64_t rope_offset = rope_start;
   for (auto& [key, table] : rope_tables) {
@@ -381,6 +410,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->scratch_ = ex->device_ + scratch_offset;
   ex->partials_ = ex->device_ + partials_offset;
   ex->x_f16_ = ex->device_ + x_f16_offset;
+  ex->weights_f16_ = ex->device_ + weights_f16_offset;
   ex->greedy_ids_ = ex->device_ + greedy_offset;
   if (const BundleKernel* k = bundle->Find(kGreedyArgmaxKernel)) {
     KILN_CU(api, api.cuModuleGetFunction(&ex->argmax_, ex->module_, k->lowered_name.c_str()));
@@ -505,10 +535,34 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         ap.y = reinterpret_cast<unsigned short*>(x_f16_);
         mp.x_f16 = ap.y;
         absl::Status launched;
-        if (max_rows >= kTensorCoreMinBucket) {
-          launched = launch(rc.functions[3], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);
+        if (UsesF16Weights(c, li, bucket, mp.k)) {
+          if (rc.functions[kDequantizeSlot] != nullptr) {
+            // The weights' rows one after another in f16; the matmul reads them there.
+            DequantizeParams dp{};
+            dp.num_weights = mp.num_weights;
+            dp.row_bytes = mp.row_bytes;
+            dp.k = mp.k;
+            dp.y = reinterpret_cast<unsigned short*>(weights_f16_);
+            int64_t first = 0;
+            for (int i = 0; i < mp.num_weights; ++i) {
+              dp.w[i] = mp.w[i];
+              dp.n[i] = mp.n[i];
+              mp.w[i] = reinterpret_cast<const unsigned char*>(dp.y + first * mp.k);
+              first += mp.n[i];
+            }
+            mp.row_bytes = 2LL * mp.k;
+            launched = launch(rc.functions[kDequantizeSlot], static_cast<unsigned>(first), (mp.k + 2047) / 2048, 256, 0, &dp);
+          }
+          if (launched.ok()) launched = launch(rc.functions[kActivationsF16Slot], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);
           if (launched.ok()) {
-            launched = launch(rc.functions[2], (mp.total_n + 63) / 64, (max_rows + 127) / 128, 256, 0, &mp);
+            const int outputs = c.epilogue == kEpilogueSiluMul ? kGemmN / 2 : kGemmN;
+            launched = launch(rc.functions[kMatmulF16TcSlot], (max_rows + kGemmM - 1) / kGemmM,
+                              (mp.total_n + outputs - 1) / outputs, 256, GemmSmemBytes(), &mp);
+          }
+        } else if (max_rows >= kTensorCoreMinBucket) {
+          launched = launch(rc.functions[kActivationsF16Slot], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);
+          if (launched.ok()) {
+            launched = launch(rc.functions[kMatmulTcSlot], (mp.total_n + 63) / 64, (max_rows + 127) / 128, 256, 0, &mp);
           }
         } else if (max_rows > 1 && rc.call.has_tile_tc() && mp.k % 32 == 0) {
           // 2-63 tokens on tensor cores: x as f16 hi | lo | sums per 32.
@@ -516,9 +570,9 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           ap.sums = reinterpret_cast<float*>(ap.y_lo + static_cast<int64_t>(max_rows) * mp.k);
           mp.x_lo = ap.y_lo;
           mp.x_sums = ap.sums;
-          launched = launch(rc.functions[4], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);
+          launched = launch(rc.functions[kActivationsSplitSlot], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);
           if (launched.ok()) {
-            launched = launch(rc.functions[5], (mp.total_n + kTileTcRowsPerBlock - 1) / kTileTcRowsPerBlock,
+            launched = launch(rc.functions[kMatmulTileTcSlot], (mp.total_n + kTileTcRowsPerBlock - 1) / kTileTcRowsPerBlock,
                               (max_rows + kTileTcTokensPerBlock - 1) / kTileTcTokensPerBlock, 256, 0, &mp);
           }
         } else {
@@ -530,7 +584,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           mp.ksplit = tiled ? 1 : MatmulKSplit(row_blocks, context_->multiprocessors());
           const int per_block = kMatmulWarps / mp.ksplit * rows_per_warp;
           mp.chunk = MatmulChunk(mp.k, tile);
-          launched = launch(rc.functions[tiled ? 1 : 0], (mp.total_n + per_block - 1) / per_block,
+          launched = launch(rc.functions[tiled ? kMatmulTiledSlot : kMatmulDecodeSlot], (mp.total_n + per_block - 1) / per_block,
                             (max_rows + tile - 1) / tile, 32 * kMatmulWarps,
                             static_cast<unsigned>(MatmulSmemFloats(mp.chunk, tile) * sizeof(float)), &mp);
         }
@@ -645,6 +699,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         break;
       }
       case KernelKind::kKvAppend:
+      case KernelKind::kAttentionPrefill:
       case KernelKind::kAttention:
       case KernelKind::kAttentionCombine: {
         AttentionParams ap{};
@@ -678,11 +733,18 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         ap.max_rows = max_rows;
         ap.splits = max_rows <= kSplitMaxTokens ? kDecodeSplits : 1;
         ap.partials = reinterpret_cast<float*>(partials_);
+        // Prefill buckets: tiles of one sequence on tensor cores first; attention_kernel takes the other tokens.
+        ap.prefill_tiles = max_rows >= kTensorCoreMinBucket &&
+                           std::any_of(calls_[li].begin(), calls_[li].end(),
+                                       [](const ResolvedCall& r) { return r.call.kind == KernelKind::kAttentionPrefill; });
         if (c.kind == KernelKind::kAttentionCombine && ap.splits == 1) break;
+        if (c.kind == KernelKind::kAttentionPrefill && !ap.prefill_tiles) break;
+        const unsigned grid_x = c.kind == KernelKind::kAttentionPrefill ? (max_rows + kPrefillTileTokens - 1) / kPrefillTileTokens
+                                                                        : static_cast<unsigned>(max_rows);
         const unsigned grid_y = static_cast<unsigned>(c.kind == KernelKind::kKvAppend ? plan_.pool.kv_heads : *heads);
         const unsigned grid_z = c.kind == KernelKind::kAttention ? static_cast<unsigned>(ap.splits) : 1;
         void* args[] = {&ap};
-        KILN_CU(api, api.cuLaunchKernel(rc.functions[0], max_rows, grid_y, grid_z, 128, 1, 1, 0, stream_, args, nullptr));
+        KILN_CU(api, api.cuLaunchKernel(rc.functions[0], grid_x, grid_y, grid_z, 128, 1, 1, 0, stream_, args, nullptr));
         break;
       }
     }

@@ -31,13 +31,21 @@ std::string MatmulName(const std::string& storage_template, int epilogue, bool n
 KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, std::vector<int> weights) {
   KernelCall c;
   c.kind = KernelKind::kMatmul;
-  c.names = {MatmulName(storage_template, epilogue, norm, 1), MatmulName(storage_template, epilogue, norm, kPrefillTile),
-             absl::StrCat("kiln::matmul_tc_kernel<", storage_template, ", ", epilogue, ">"),
-             absl::StrCat("kiln::activations_f16_kernel<", norm ? "true" : "false", ", false>")};
+  c.names.resize(kMatmulSlots);
+  const std::string norm_arg = norm ? "true" : "false";
+  c.names[kMatmulDecodeSlot] = MatmulName(storage_template, epilogue, norm, 1);
+  c.names[kMatmulTiledSlot] = MatmulName(storage_template, epilogue, norm, kPrefillTile);
+  c.names[kMatmulTcSlot] = absl::StrCat("kiln::matmul_tc_kernel<", storage_template, ", ", epilogue, ">");
+  c.names[kActivationsF16Slot] = absl::StrCat("kiln::activations_f16_kernel<", norm_arg, ", false>");
   if (HasTileTensorCoreKernel(storage_template)) {
-    c.names.push_back(absl::StrCat("kiln::activations_f16_kernel<", norm ? "true" : "false", ", true>"));
-    c.names.push_back(absl::StrCat("kiln::matmul_tile_tc_kernel<", storage_template, ", ", epilogue, ">"));
+    c.names[kActivationsSplitSlot] = absl::StrCat("kiln::activations_f16_kernel<", norm_arg, ", true>");
+    c.names[kMatmulTileTcSlot] = absl::StrCat("kiln::matmul_tile_tc_kernel<", storage_template, ", ", epilogue, ">");
   }
+  // f16 rows are read in place; other storages are decoded to f16 first.
+  if (storage_template != "kiln::StorageF16") {
+    c.names[kDequantizeSlot] = absl::StrCat("kiln::dequantize_f16_kernel<", storage_template, ">");
+  }
+  c.names[kMatmulF16TcSlot] = absl::StrCat("kiln::matmul_f16_tc_kernel<", epilogue, ">");
   c.weights = std::move(weights);
   c.epilogue = epilogue;
   c.norm = norm;
@@ -179,10 +187,14 @@ absl::StatusOr<std::vector<KernelCall>> LowerLaunch(const Plan& plan, const Plan
     absl::StatusOr<int64_t> hd = l.Int("head_dim");
     if (!hd.ok()) return hd.status();
     if (*hd <= 0 || *hd > 256) return LaunchError(l, absl::StrCat("head_dim ", *hd, " is outside 1..256"));
-    return std::vector<KernelCall>{
-        Simple(KernelKind::kKvAppend, "kiln::kv_append_kernel"),
-        Simple(KernelKind::kAttention, absl::StrCat("kiln::attention_kernel<", *hd, ">")),
-        Simple(KernelKind::kAttentionCombine, absl::StrCat("kiln::attention_combine_kernel<", *hd, ">"))};
+    std::vector<KernelCall> calls = {Simple(KernelKind::kKvAppend, "kiln::kv_append_kernel")};
+    // Tensor-core tiles for head dims the kernel's fragments cover.
+    if (*hd % 16 == 0 && *hd <= 128) {
+      calls.push_back(Simple(KernelKind::kAttentionPrefill, absl::StrCat("kiln::attention_prefill_kernel<", *hd, ">")));
+    }
+    calls.push_back(Simple(KernelKind::kAttention, absl::StrCat("kiln::attention_kernel<", *hd, ">")));
+    calls.push_back(Simple(KernelKind::kAttentionCombine, absl::StrCat("kiln::attention_combine_kernel<", *hd, ">")));
+    return calls;
   }
   return LaunchError(l, "the CUDA backend has no kernel for op '" + op + "'");
 }
@@ -197,7 +209,7 @@ absl::StatusOr<std::vector<std::string>> PlanInstantiations(const Plan& plan) {
     if (!calls.ok()) return calls.status();
     for (const KernelCall& c : *calls) {
       for (const std::string& n : c.names) {
-        if (seen.insert(n).second) names.push_back(n);
+        if (!n.empty() && seen.insert(n).second) names.push_back(n);
       }
     }
   }

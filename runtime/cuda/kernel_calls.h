@@ -21,6 +21,7 @@ enum class KernelKind {
   kArgmax,
   kRope,
   kKvAppend,
+  kAttentionPrefill,  // attention_prefill_kernel<head_dim>: whole 64-token tiles of one sequence
   kAttention,         // attention_kernel<head_dim>
   kAttentionCombine,  // attention_combine_kernel<head_dim>: merges split-K slices
 };
@@ -41,16 +42,27 @@ constexpr int kTensorCoreMinBucket = 64;
 constexpr int kDecodeSplits = 16;
 constexpr int kSplitMaxTokens = 8;
 
+// The instantiations of a kMatmul call, by slot of KernelCall::names (an
+// empty name where the storage has no such kernel).
+enum MatmulSlot : int {
+  kMatmulDecodeSlot = 0,       // matmul_kernel, tile 1: bucket 1
+  kMatmulTiledSlot = 1,        // matmul_kernel, 8-token tiles (f32): buckets below kTensorCoreMinBucket
+  kMatmulTcSlot = 2,           // matmul_tc_kernel: larger buckets whose weights are decoded in the kernel
+  kActivationsF16Slot = 3,     // activations_f16_kernel: x (normalised) to f16 before [2] or [7]
+  kActivationsSplitSlot = 4,   // activations_f16_kernel split: x as f16 hi | lo | sums per 32, before [5]
+  kMatmulTileTcSlot = 5,       // matmul_tile_tc_kernel: buckets of 2-63 tokens on tensor cores
+  kDequantizeSlot = 6,         // dequantize_f16_kernel: quantised weights to f16 rows before [7]
+  kMatmulF16TcSlot = 7,        // matmul_f16_tc_kernel: larger buckets over f16 weight rows
+  kMatmulSlots = 8,
+};
+
 struct KernelCall {
   KernelKind kind = KernelKind::kElementwise;
-  // Name expressions to instantiate: [0] for bucket 1; for the matmul [1]
-  // (8-token tiles, f32) for buckets below kTensorCoreMinBucket, and from
-  // there on [3] (activations to f16) followed by [2] (tensor cores); for
-  // storages with a tile tensor-core kernel, buckets of 2 to 63 tokens run
-  // [4] (activations split into f16 hi and lo) followed by [5] instead of [1].
+  // Name expressions to instantiate: [0] for the kernels of one name; a
+  // kMatmul call has kMatmulSlots (MatmulSlot).
   std::vector<std::string> names;
   // Whether `names` has the tile tensor-core pair [4], [5].
-  bool has_tile_tc() const { return names.size() >= 6; }
+  bool has_tile_tc() const { return names.size() > kMatmulTileTcSlot && !names[kMatmulTileTcSlot].empty(); }
   // kMatmul: the launch's weight indices (weight<i>) this call covers; with
   // `to_scratch` its outputs go to scratch buffers 0.. instead of results.
   std::vector<int> weights;
@@ -84,7 +96,7 @@ absl::StatusOr<std::vector<KernelCall>> LowerLaunch(const Plan& plan, const Plan
 inline constexpr char kGreedyArgmaxKernel[] = "kiln::argmax_kernel";
 
 // Every distinct name expression the plan needs, in first-use order (the
-// greedy argmax first).
+// greedy argmax first; empty slots left out).
 absl::StatusOr<std::vector<std::string>> PlanInstantiations(const Plan& plan);
 
 }  // namespace kiln::cuda

@@ -174,6 +174,11 @@ TEST(CudaCodegen, Llama3ShapedPlansCompileForSm90) {
     ASSERT_TRUE(bundle.ok());
     EXPECT_NE(bundle->Find("kiln::attention_kernel<128>"), nullptr);
     EXPECT_NE(bundle->Find(absl::StrCat("kiln::matmul_tc_kernel<", *cuda::StorageTemplate(storage), ", 1>")), nullptr);
+    EXPECT_NE(bundle->Find("kiln::matmul_f16_tc_kernel<1>"), nullptr);
+    // f16 rows are read in place; quantised ones are decoded to f16 first.
+    const cuda::BundleKernel* dequantize =
+        bundle->Find(absl::StrCat("kiln::dequantize_f16_kernel<", *cuda::StorageTemplate(storage), ">"));
+    EXPECT_EQ(dequantize == nullptr, storage == "f16");
   }
 }
 

@@ -123,6 +123,13 @@ StepBatch Rows(int32_t tokens, uint32_t seed, std::vector<int32_t> logit_rows = 
   return b;
 }
 
+// One sequence of T new tokens from position 0 on a table of 16 pages of 16.
+StepBatch Prefill(int32_t tokens, uint32_t seed) {
+  std::vector<int32_t> table(16);
+  for (int32_t i = 0; i < 16; ++i) table[i] = i;
+  return RaggedBatch({0}, {tokens}, {table}, 50, seed);
+}
+
 // q4_K's CUDA-core lane quantises the activations to int8 per 32 elements
 // (dp4a), as llama.cpp's CUDA backend does: a dot's relative error is about
 // 1 / (127 sqrt(12)) times the activations' max over their RMS, ~0.5%.
@@ -224,6 +231,55 @@ TEST_F(CudaKernels, DecodeOfManyRowBlocksIsNotSplit) {
   }
 }
 
+// Buckets of 64 tokens and more run matmul_f16_tc_kernel (over f16 rows;
+// quantised weights decoded first): several token and row tiles, partial
+// ones at both edges, K longer than its ring of steps, three fused weights.
+TEST_F(CudaKernels, PrefillMatmulOverSeveralTiles) {
+  constexpr const char* kTileStorages[] = {"q4_k", "f16", "q8_0", "q6_k"};
+  constexpr int64_t kK = 1024;
+  auto plan = [](const char* storage) {
+    SingleOpPlan b({1, 64, 256}, PlanPagePool{1, 1, 8, 16, 256}, 13);
+    const int64_t x = b.Activation(kK, 50);
+    b.Weight("gamma", "f32", {kK});
+    b.Weight("q", storage, {300, kK}, 0.1f);
+    b.Weight("k", storage, {40, kK}, 0.1f);
+    b.Weight("v", storage, {40, kK}, 0.1f);
+    b.Weight("gate", storage, {136, kK}, 0.1f);
+    b.Weight("up", storage, {136, kK}, 0.1f);
+    b.Weight("o", storage, {300, kK}, 0.1f);
+    const int64_t rq = b.Region(300), rk = b.Region(40), rv = b.Region(40), rg = b.Region(136), ro = b.Region(300);
+    b.Launch("fused_matmul.norm.qkv",
+             {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "q"),
+              b.WeightBinding("weight1", "k"), b.WeightBinding("weight2", "v"), b.Arena("result0", rq),
+              b.Arena("result1", rk), b.Arena("result2", rv)},
+             R"({"epilogue": "none", "eps": 1e-5})");
+    b.Launch("fused_matmul.norm.silu_mul",
+             {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "gate"),
+              b.WeightBinding("weight1", "up"), b.Arena("result0", rg)},
+             R"({"epilogue": "silu_mul", "eps": 1e-5})");
+    b.Launch("fused_matmul.residual_add",
+             {b.Arena("input", x), b.WeightBinding("weight0", "o"), b.Arena("residual", rq), b.Arena("result0", ro)},
+             R"({"epilogue": "residual_add"})");
+    return std::make_tuple(b, std::vector<int64_t>{rq, rk, rv, rg, ro});
+  };
+  {
+    std::vector<Plan> plans;
+    for (const char* storage : kTileStorages) {
+      auto [b, r] = plan(storage);
+      plans.push_back(b.PlanWithResult(r[0], 300));
+    }
+    PrecompileInParallel(plans);
+  }
+  for (const char* storage : kTileStorages) {
+    SCOPED_TRACE(storage);
+    auto [b, r] = plan(storage);
+    Compare(b,
+            {{r[0], 300, "q"}, {r[1], 40, "k"}, {r[2], 40, "v"}, {r[3], 136, "silu_mul"}, {r[4], 300, "residual_add"}},
+            {Prefill(200, 1), Prefill(64, 2), Prefill(130, 3)}, 5e-3);
+    if (HasFatalFailure()) return;
+  }
+}
+
 TEST_F(CudaKernels, GateAndUpOfDifferentStoragesGoThroughScratch) {
   SingleOpPlan b({1, 4, 16, 64}, PlanPagePool{1, 1, 8, 16, 64}, 11);
   const int64_t x = b.Activation(256, 50);
@@ -301,7 +357,8 @@ TEST_P(CudaAttention, PagedAttentionOverStepsMatchesTheCpu) {
             b.Arena("result", out)},
            constants);
   // Two sequences on scattered pages: prefill, decode, a chunk, a long chunk
-  // (several 32-position tiles per warp), then decode deep in the context.
+  // (several 32-position tiles per warp; 64-token tiles of one sequence and
+  // one that spans both), then decode deep in the context.
   std::vector<int32_t> t0, t1;
   for (int32_t i = 0; i < 32; ++i) {
     t0.push_back(63 - 2 * i);
@@ -312,6 +369,9 @@ TEST_P(CudaAttention, PagedAttentionOverStepsMatchesTheCpu) {
       RaggedBatch({0, 0}, {5, 3}, tables, 50, 1),      RaggedBatch({5, 3}, {1, 1}, tables, 50, 2),
       RaggedBatch({6, 4}, {9, 2}, tables, 50, 3),      RaggedBatch({15, 6}, {150, 60}, tables, 50, 4),
       RaggedBatch({165, 66}, {1, 1}, tables, 50, 5),   RaggedBatch({166}, {1}, {t0}, 50, 6),
+      // Prefill tiles (64 tokens of one sequence, attention_prefill_kernel)
+      // starting deep in the context, beside a partial one.
+      RaggedBatch({167, 67}, {64, 100}, tables, 50, 7),
   };
   Compare(b, {{out, heads * d, "paged attention"}}, steps, 1e-4, 64);
 }

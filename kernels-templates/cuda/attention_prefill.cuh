@@ -1,0 +1,176 @@
+// Causal attention for tiles of kPrefillTileTokens consecutive tokens of one
+// sequence (prefill), flash-attention style on tensor cores: a block of 4
+// warps takes one tile and one query head, each warp 16 of its tokens. K and
+// V come from the f32 page pool kPrefillTileTokens positions at a time,
+// rounded to f16 in shared memory once for the whole tile (attention_kernel
+// reads them again for every token); scores S = Q K^T and the output
+// O += P V are mma.sync m16n8k16 with f32 sums, P kept in registers (the
+// score fragment of two 8-position tiles is the A fragment of one 16-position
+// step), and the softmax is online per row. Tiles whose tokens span more than
+// one sequence are left to attention_kernel, which skips the tokens of the
+// tiles done here (PrefillTileDone, the same test in both kernels).
+#pragma once
+
+#include "attention.cuh"
+#include "common.cuh"
+#include "mma.cuh"
+
+namespace kiln {
+
+// grid (ceil(bucket / kPrefillTileTokens), num_heads), 128 threads; kD a
+// multiple of 16, at most 128.
+template <int kD>
+__global__ void __launch_bounds__(128) attention_prefill_kernel(AttentionParams p) {
+  static_assert(kD % 16 == 0 && kD <= 128, "head dims of 16..128 in steps of 16");
+  constexpr int kT = kPrefillTileTokens, kStride = kD + 8;  // halves per smem row: conflict-free ldmatrix
+  const StepCounts counts = *p.counts;
+  const int tile = blockIdx.x, h = blockIdx.y;
+  if (!PrefillTileDone(p, counts, tile)) return;
+  const int t0 = kT * tile, tokens = counts.tokens;
+  const int s = SequenceOf(p.query_starts, counts.seqs, t0);
+  const int* table = p.block_tables + static_cast<long long>(s) * p.pages_stride;
+  const int kv_head = h / (p.num_heads / p.pool.kv_heads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  __shared__ __align__(16) unsigned short ks[kT][kStride];
+  __shared__ __align__(16) unsigned short vs[kT][kStride];
+
+  // Q (rotated, times the scale) in f16, staged in ks, then each warp's 16
+  // rows as A fragments in registers.
+  for (int i = threadIdx.x; i < kT * kD / 2; i += blockDim.x) {
+    const int r = i / (kD / 2), d = 2 * (i % (kD / 2)), t = t0 + r;
+    float a = 0.0f, b = 0.0f;
+    if (t < tokens) {
+      const float* src = p.q + (static_cast<long long>(t) * p.num_heads + h) * kD;
+      const int pos = p.positions[t];
+      a = (p.use_rope ? RopeElement(p.rope, src, d, pos) : src[d]) * p.scale;
+      b = (p.use_rope ? RopeElement(p.rope, src, d + 1, pos) : src[d + 1]) * p.scale;
+    }
+    *reinterpret_cast<unsigned*>(&ks[r][d]) = PackHalf2(a, b);
+  }
+  __syncthreads();
+  unsigned qa[kD / 16][4];
+  const unsigned k_base = SharedAddress(&ks[0][0]), v_base = SharedAddress(&vs[0][0]);
+#pragma unroll
+  for (int c = 0; c < kD / 16; ++c) {
+    LoadMatrixX4(k_base + ((16 * warp + lane % 16) * kStride + 16 * c + (lane / 16) * 8) * 2, qa[c]);
+  }
+  // This thread's two rows (g, g + 8 of the warp's 16): their positions.
+  int row_pos[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int t = t0 + 16 * warp + g + 8 * i;
+    row_pos[i] = t < tokens ? p.positions[t] : -1;
+  }
+  const int last = min(t0 + kT, tokens) - 1;
+  const int n = p.positions[last] + 1;  // positions the tile's last token attends to
+
+  float o[kD / 8][4];
+#pragma unroll
+  for (int j = 0; j < kD / 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) o[j][r] = 0.0f;
+  float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)}, l[2] = {0.0f, 0.0f};
+
+  for (int j0 = 0; j0 < n; j0 += kT) {
+    __syncthreads();  // every warp is done with the previous K and V (and Q's staging)
+    for (int i = threadIdx.x; i < kT * kD / 4; i += blockDim.x) {
+      const int r = i / (kD / 4), d = 4 * (i % (kD / 4)), j = j0 + r;
+      float4 kv = {0, 0, 0, 0}, vv = {0, 0, 0, 0};
+      if (j < n) {
+        const int page = table[j / p.pool.page_size], slot = j % p.pool.page_size;
+        kv = *reinterpret_cast<const float4*>(PoolRow(p.pool, p.layer, 0, page, slot) + kv_head * kD + d);
+        vv = *reinterpret_cast<const float4*>(PoolRow(p.pool, p.layer, 1, page, slot) + kv_head * kD + d);
+      }
+      *reinterpret_cast<uint2*>(&ks[r][d]) = {PackHalf2(kv.x, kv.y), PackHalf2(kv.z, kv.w)};
+      *reinterpret_cast<uint2*>(&vs[r][d]) = {PackHalf2(vv.x, vv.y), PackHalf2(vv.z, vv.w)};
+    }
+    __syncthreads();
+
+    // S: 16 rows x kT positions, as kT / 8 C fragments.
+    float sc[kT / 8][4];
+#pragma unroll
+    for (int jt = 0; jt < kT / 8; ++jt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) sc[jt][r] = 0.0f;
+#pragma unroll
+    for (int jt = 0; jt < kT / 8; jt += 2) {
+#pragma unroll
+      for (int c = 0; c < kD / 16; ++c) {
+        unsigned kb[4];  // positions 8 jt .. 8 jt + 15 at dims 16 c ..
+        LoadMatrixX4(k_base + ((8 * jt + lane % 8 + (lane / 16) * 8) * kStride + 16 * c + ((lane / 8) % 2) * 8) * 2, kb);
+        MmaF16(sc[jt], qa[c], kb);
+        MmaF16(sc[jt + 1], qa[c], kb + 2);
+      }
+    }
+    // Causal mask, then the online softmax of rows g (r 0, 1) and g + 8 (r 2, 3).
+    float m_new[2] = {m[0], m[1]};
+#pragma unroll
+    for (int jt = 0; jt < kT / 8; ++jt) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int j = j0 + 8 * jt + 2 * q + (r % 2);
+        if (j > row_pos[r / 2]) sc[jt][r] = -__int_as_float(0x7f800000);
+        m_new[r / 2] = fmaxf(m_new[r / 2], sc[jt][r]);
+      }
+    }
+    float correction[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      m_new[i] = fmaxf(m_new[i], __shfl_xor_sync(0xffffffffu, m_new[i], 1));
+      m_new[i] = fmaxf(m_new[i], __shfl_xor_sync(0xffffffffu, m_new[i], 2));
+      // A row with nothing visible yet (or an unused row) keeps m = -inf: no correction, weights 0.
+      correction[i] = m_new[i] == -__int_as_float(0x7f800000) ? 1.0f : expf(m[i] - m_new[i]);
+    }
+    unsigned pa[kT / 16][4];
+#pragma unroll
+    for (int jt = 0; jt < kT / 8; ++jt) {
+      float e[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        e[r] = sc[jt][r] == -__int_as_float(0x7f800000) ? 0.0f : expf(sc[jt][r] - m_new[r / 2]);
+        sum[r / 2] += e[r];
+      }
+      pa[jt / 2][(jt % 2) * 2] = PackHalf2(e[0], e[1]);
+      pa[jt / 2][(jt % 2) * 2 + 1] = PackHalf2(e[2], e[3]);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
+      sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
+      l[i] = l[i] * correction[i] + sum[i];
+      m[i] = m_new[i];
+    }
+#pragma unroll
+    for (int dj = 0; dj < kD / 8; ++dj) {
+      o[dj][0] *= correction[0];
+      o[dj][1] *= correction[0];
+      o[dj][2] *= correction[1];
+      o[dj][3] *= correction[1];
+    }
+    // O += P V: per 16 positions, V rows [position][dim] through ldmatrix.trans.
+#pragma unroll
+    for (int c = 0; c < kT / 16; ++c) {
+#pragma unroll
+      for (int dj = 0; dj < kD / 8; dj += 2) {
+        unsigned vb[4];  // dims 8 dj .. 8 dj + 15 at positions 16 c ..
+        LoadMatrixX4Trans(v_base + ((16 * c + lane % 16) * kStride + 8 * dj + (lane / 16) * 8) * 2, vb);
+        MmaF16(o[dj], pa[c], vb);
+        MmaF16(o[dj + 1], pa[c], vb + 2);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int t = t0 + 16 * warp + g + 8 * i;
+    if (t >= tokens) continue;
+    float* y = p.y + (static_cast<long long>(t) * p.num_heads + h) * kD;
+    const float inv = 1.0f / l[i];
+#pragma unroll
+    for (int dj = 0; dj < kD / 8; ++dj) {
+      *reinterpret_cast<float2*>(y + 8 * dj + 2 * q) = {o[dj][2 * i] * inv, o[dj][2 * i + 1] * inv};
+    }
+  }
+}
+
+}  // namespace kiln
