@@ -73,16 +73,37 @@ __global__ void __launch_bounds__(128) attention_prefill_kernel(AttentionParams 
 
   for (int j0 = 0; j0 < n; j0 += kT) {
     __syncthreads();  // every warp is done with the previous K and V (and Q's staging)
-    for (int i = threadIdx.x; i < kT * kD / 4; i += blockDim.x) {
-      const int r = i / (kD / 4), d = 4 * (i % (kD / 4)), j = j0 + r;
-      float4 kv = {0, 0, 0, 0}, vv = {0, 0, 0, 0};
+    {
+      // Two threads per position, each half of its dims: one page lookup,
+      // then kBatch 16-byte loads of K and of V in flight at a time.
+      constexpr int kHalf = kD / 2, kBatch = 4;
+      const int r = threadIdx.x / 2, d0 = (threadIdx.x % 2) * kHalf, j = j0 + r;
+      const float* krow = nullptr;
+      const float* vrow = nullptr;
       if (j < n) {
         const int page = table[j / p.pool.page_size], slot = j % p.pool.page_size;
-        kv = *reinterpret_cast<const float4*>(PoolRow(p.pool, p.layer, 0, page, slot) + kv_head * kD + d);
-        vv = *reinterpret_cast<const float4*>(PoolRow(p.pool, p.layer, 1, page, slot) + kv_head * kD + d);
+        krow = PoolRow(p.pool, p.layer, 0, page, slot) + kv_head * kD + d0;
+        vrow = PoolRow(p.pool, p.layer, 1, page, slot) + kv_head * kD + d0;
       }
-      *reinterpret_cast<uint2*>(&ks[r][d]) = {PackHalf2(kv.x, kv.y), PackHalf2(kv.z, kv.w)};
-      *reinterpret_cast<uint2*>(&vs[r][d]) = {PackHalf2(vv.x, vv.y), PackHalf2(vv.z, vv.w)};
+#pragma unroll
+      for (int c = 0; c < kHalf / 4; c += kBatch) {
+        float4 kv[kBatch], vv[kBatch];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          kv[b] = vv[b] = {0.0f, 0.0f, 0.0f, 0.0f};
+          if (krow != nullptr && c + b < kHalf / 4) {
+            kv[b] = *reinterpret_cast<const float4*>(krow + 4 * (c + b));
+            vv[b] = *reinterpret_cast<const float4*>(vrow + 4 * (c + b));
+          }
+        }
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          if (c + b >= kHalf / 4) break;
+          const int d = d0 + 4 * (c + b);
+          *reinterpret_cast<uint2*>(&ks[r][d]) = {PackHalf2(kv[b].x, kv[b].y), PackHalf2(kv[b].z, kv[b].w)};
+          *reinterpret_cast<uint2*>(&vs[r][d]) = {PackHalf2(vv[b].x, vv[b].y), PackHalf2(vv[b].z, vv[b].w)};
+        }
+      }
     }
     __syncthreads();
 
