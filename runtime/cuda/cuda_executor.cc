@@ -95,12 +95,14 @@ class CudaExecutor final : public Executor {
   absl::Status BindWeights(const WeightSource& weights, uint64_t* offset, std::vector<WeightUpload>* uploads);
   absl::Status ComputeRowKinds();
   // Whether matmul call `c` of launch `li` runs matmul_f16_tc_kernel in
-  // `bucket`: buckets of kTensorCoreMinBucket tokens and more, K a multiple
-  // of kGemmK, and not over the logit rows (few rows; decoding a 128k-row
+  // `bucket`: buckets of kTensorCoreMinBucket tokens and more (of
+  // kDequantizeMinBucket for weights decoded to f16 first), K a multiple of
+  // kGemmK, and not over the logit rows (few rows; decoding a 128k-row
   // output matrix to f16 for them would cost more than it saves).
   bool UsesF16Weights(const KernelCall& c, size_t li, size_t bucket, int64_t k) const {
-    return c.kind == KernelKind::kMatmul && plan_.buckets[bucket] >= kTensorCoreMinBucket && k % kGemmK == 0 &&
-           !rows_are_logit_rows_[bucket][li];
+    if (c.kind != KernelKind::kMatmul) return false;
+    const int64_t min_bucket = c.names[kDequantizeSlot].empty() ? kTensorCoreMinBucket : kDequantizeMinBucket;
+    return plan_.buckets[bucket] >= min_bucket && k % kGemmK == 0 && !rows_are_logit_rows_[bucket][li];
   }
   absl::Status RecordBucket(size_t bucket);
   // Validates the batch, copies its inputs to the device and launches the
@@ -319,6 +321,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         if (c.has_tile_tc()) {
           int64_t small = 0;
           for (int64_t b : p.buckets) small = b < kTensorCoreMinBucket ? b : small;
+          if (ex->rows_are_logit_rows_.back()[li]) small = p.buckets.back();
           x_f16_halves = std::max(x_f16_halves, small * (2 * width + 2 * (width / 32)));
         }
       }
@@ -559,12 +562,14 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
             launched = launch(rc.functions[kMatmulF16TcSlot], (max_rows + kGemmM - 1) / kGemmM,
                               (mp.total_n + outputs - 1) / outputs, 256, GemmSmemBytes(), &mp);
           }
-        } else if (max_rows >= kTensorCoreMinBucket) {
+        } else if (max_rows >= kTensorCoreMinBucket && !rows_are_logit_rows_[bucket][li]) {
           launched = launch(rc.functions[kActivationsF16Slot], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);
           if (launched.ok()) {
             launched = launch(rc.functions[kMatmulTcSlot], (mp.total_n + 63) / 64, (max_rows + 127) / 128, 256, 0, &mp);
           }
         } else if (max_rows > 1 && rc.call.has_tile_tc() && mp.k % 32 == 0) {
+          // Buckets of 2-63 tokens, and the logit rows of larger ones (few:
+          // one per sequence in prefill), on tensor cores.
           // 2-63 tokens on tensor cores: x as f16 hi | lo | sums per 32.
           ap.y_lo = ap.y + static_cast<int64_t>(max_rows) * mp.k;
           ap.sums = reinterpret_cast<float*>(ap.y_lo + static_cast<int64_t>(max_rows) * mp.k);

@@ -36,6 +36,12 @@ constexpr int kPrefillTile = 8;
 // golden prompts, up to 24 tokens, take the f32 path).
 constexpr int kTensorCoreMinBucket = 64;
 
+// Quantised weights are decoded to f16 rows (a fixed cost per step, ~0.2 ms
+// per layer of an 8B model) for matmul_f16_tc_kernel in buckets of at least
+// this many tokens; smaller tensor-core buckets keep matmul_tc_kernel, which
+// decodes in the kernel.
+constexpr int kDequantizeMinBucket = 64;
+
 // Attention splits the context over this many blocks per (token, head) in
 // buckets of at most kSplitMaxTokens tokens (decode: too few tokens to fill
 // the GPU otherwise); larger buckets use one block per (token, head).
@@ -46,11 +52,11 @@ constexpr int kSplitMaxTokens = 8;
 // empty name where the storage has no such kernel).
 enum MatmulSlot : int {
   kMatmulDecodeSlot = 0,       // matmul_kernel, tile 1: bucket 1
-  kMatmulTiledSlot = 1,        // matmul_kernel, 8-token tiles (f32): buckets below kTensorCoreMinBucket
-  kMatmulTcSlot = 2,           // matmul_tc_kernel: larger buckets whose weights are decoded in the kernel
+  kMatmulTiledSlot = 1,        // matmul_kernel, 8-token tiles (f32): other buckets of 2-63 tokens and logit rows
+  kMatmulTcSlot = 2,           // matmul_tc_kernel: larger buckets [7] does not take (K not a multiple of kGemmK)
   kActivationsF16Slot = 3,     // activations_f16_kernel: x (normalised) to f16 before [2] or [7]
   kActivationsSplitSlot = 4,   // activations_f16_kernel split: x as f16 hi | lo | sums per 32, before [5]
-  kMatmulTileTcSlot = 5,       // matmul_tile_tc_kernel: buckets of 2-63 tokens on tensor cores
+  kMatmulTileTcSlot = 5,       // matmul_tile_tc_kernel: buckets of 2-63 tokens and larger ones' logit rows
   kDequantizeSlot = 6,         // dequantize_f16_kernel: quantised weights to f16 rows before [7]
   kMatmulF16TcSlot = 7,        // matmul_f16_tc_kernel: larger buckets over f16 weight rows
   kMatmulSlots = 8,
