@@ -95,14 +95,12 @@ class CudaExecutor final : public Executor {
   absl::Status BindWeights(const WeightSource& weights, uint64_t* offset, std::vector<WeightUpload>* uploads);
   absl::Status ComputeRowKinds();
   // Whether matmul call `c` of launch `li` runs matmul_f16_tc_kernel in
-  // `bucket`: buckets of kTensorCoreMinBucket tokens and more (of
-  // kDequantizeMinBucket for weights decoded to f16 first), K a multiple of
-  // kGemmK, and not over the logit rows (few rows; decoding a 128k-row
+  // `bucket`: buckets of kTensorCoreMinBucket tokens and more, K a multiple
+  // of kGemmK, and not over the logit rows (few rows; decoding a 128k-row
   // output matrix to f16 for them would cost more than it saves).
   bool UsesF16Weights(const KernelCall& c, size_t li, size_t bucket, int64_t k) const {
-    if (c.kind != KernelKind::kMatmul) return false;
-    const int64_t min_bucket = c.names[kDequantizeSlot].empty() ? kTensorCoreMinBucket : kDequantizeMinBucket;
-    return plan_.buckets[bucket] >= min_bucket && k % kGemmK == 0 && !rows_are_logit_rows_[bucket][li];
+    return c.kind == KernelKind::kMatmul && plan_.buckets[bucket] >= kTensorCoreMinBucket && k % kGemmK == 0 &&
+           !rows_are_logit_rows_[bucket][li];
   }
   absl::Status RecordBucket(size_t bucket);
   // Validates the batch, copies its inputs to the device and launches the

@@ -34,13 +34,11 @@ constexpr int kPrefillTile = 8;
 // operands, f32 sums: relative error ~1e-3). Smaller ones keep f32 operands,
 // so short prompts and decode match the CPU backend closely (stories260K's
 // golden prompts, up to 24 tokens, take the f32 path).
+// There, quantised weights are decoded to f16 rows first (a fixed cost per
+// step, ~0.2 ms per layer of an 8B model) for matmul_f16_tc_kernel: on the
+// H200 that beat matmul_tc_kernel, which decodes inside, from 64 tokens on
+// (docs/perf/cuda-h200.md).
 constexpr int kTensorCoreMinBucket = 64;
-
-// Quantised weights are decoded to f16 rows (a fixed cost per step, ~0.2 ms
-// per layer of an 8B model) for matmul_f16_tc_kernel in buckets of at least
-// this many tokens; smaller tensor-core buckets keep matmul_tc_kernel, which
-// decodes in the kernel.
-constexpr int kDequantizeMinBucket = 64;
 
 // Attention splits the context over this many blocks per (token, head) in
 // buckets of at most kSplitMaxTokens tokens (decode: too few tokens to fill
