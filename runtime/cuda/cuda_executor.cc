@@ -567,8 +567,8 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           }
         } else if (max_rows > 1 && rc.call.has_tile_tc() && mp.k % 32 == 0) {
           // Buckets of 2-63 tokens, and the logit rows of larger ones (few:
-          // one per sequence in prefill), on tensor cores.
-          // 2-63 tokens on tensor cores: x as f16 hi | lo | sums per 32.
+          // one per sequence in prefill), on tensor cores: x as f16 hi | lo |
+          // sums per 32.
           ap.y_lo = ap.y + static_cast<int64_t>(max_rows) * mp.k;
           ap.sums = reinterpret_cast<float*>(ap.y_lo + static_cast<int64_t>(max_rows) * mp.k);
           mp.x_lo = ap.y_lo;
