@@ -1,12 +1,12 @@
-// Tensor-core matmul that decodes the weights inside, for buckets of 64
-// tokens and more whose K matmul_f16_tc_kernel does not take (not a multiple
-// of 32): mma.sync m16n8k16 with f16 operands and f32 accumulation. A block
-// computes a 128-token x 64-output tile: per 32-wide K step its 256 threads load the activations (normalised by the
-// RMS-norm prologue when there is one) and decode the weight rows of any
-// storage (Decode8) into f16 shared-memory tiles, then each of the 8 warps
-// (4 x 2) issues 16 mma for its 32 x 32 sub-tile. The next step's global
-// loads and decoding are issued before the current step's mma, so memory
-// latency overlaps the math. Same epilogues and parameters as
+// Tensor-core matmul that decodes the weights inside, for buckets of 64 tokens
+// and more whose K matmul_f16_tc_kernel does not take (not a multiple of 32):
+// mma.sync m16n8k16 with f16 operands and f32 accumulation. A block computes a
+// 128-token x 64-output tile: per 32-wide K step its 256 threads load the
+// activations (normalised by the RMS-norm prologue when there is one) and
+// decode the weight rows of any storage (Decode8) into f16 shared-memory tiles,
+// then each of the 8 warps (4 x 2) issues 16 mma for its 32 x 32 sub-tile. The
+// next step's global loads and decoding are issued before the current step's
+// mma, so memory latency overlaps the math. Same epilogues and parameters as
 // matmul_kernel; rows beyond *p.rows or the weights are padded with zeros.
 #pragma once
 
