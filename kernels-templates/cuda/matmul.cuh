@@ -44,6 +44,20 @@ __device__ __forceinline__ void WeightRowOf(const MatmulParams& p, int n, int* w
   *row = n;
 }
 
+// Output `out` (a row of all the launch's weights) of `token` from its sum
+// (and, for silu_mul, up's sum): the epilogue applied and stored. The
+// tensor-core kernels' epilogues, which hold sums per (token, output).
+template <int kEpilogue>
+__device__ __forceinline__ void StoreOutput(const MatmulParams& p, int token, int out, float sum, float up_sum) {
+  int wi, n;
+  WeightRowOf<kEpilogue>(p, out, &wi, &n);
+  const long long at = static_cast<long long>(token) * Pick(p.n, wi) + n;
+  float v = sum;
+  if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(sum) * up_sum;
+  if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + p.residual[at];
+  Pick(p.y, wi)[at] = v;
+}
+
 // Four activation floats at x[i..i+3] of a row of `len` (zeros past it),
 // normalised when gamma is given.
 __device__ __forceinline__ void LoadActivations4(const float* x, const float* gamma, float inv_rms, int i, int len,

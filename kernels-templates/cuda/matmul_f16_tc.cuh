@@ -139,14 +139,7 @@ __global__ void __launch_bounds__(256, 2) matmul_f16_tc_kernel(MatmulParams p) {
       for (int r = 0; r < 4; ++r) {
         const int token = t0 + 64 * wm + 16 * i + g + (r >= 2 ? 8 : 0);
         const int out = n0 + b_row(j) + 2 * q + (r % 2);
-        if (token >= rows || out >= p.total_n) continue;
-        int wi, n;
-        WeightRowOf<kEpilogue>(p, out, &wi, &n);
-        const long long at = static_cast<long long>(token) * Pick(p.n, wi) + n;
-        float v = acc[i][j][r];
-        if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(acc[i][j][r]) * acc[i][j + 2][r];
-        if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + p.residual[at];
-        Pick(p.y, wi)[at] = v;
+        if (token < rows && out < p.total_n) StoreOutput<kEpilogue>(p, token, out, acc[i][j][r], acc[i][(j + 2) % 4][r]);
       }
     }
   }

@@ -200,14 +200,7 @@ __global__ void __launch_bounds__(256) matmul_tc_kernel(MatmulParams p) {
       for (int r = 0; r < 4; ++r) {
         const int token = t0 + 32 * wm + 16 * i + g + (r >= 2 ? 8 : 0);
         const int out = n0 + 32 * wn + 8 * j + 2 * q + (r % 2);
-        if (token >= rows || out >= p.total_n) continue;
-        int wi, n;
-        WeightRowOf<kEpilogue>(p, out, &wi, &n);
-        const long long at = static_cast<long long>(token) * Pick(p.n, wi) + n;
-        float v = acc[0][i][j][r];
-        if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(acc[0][i][j][r]) * acc[kParts - 1][i][j][r];
-        if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + p.residual[at];
-        Pick(p.y, wi)[at] = v;
+        if (token < rows && out < p.total_n) StoreOutput<kEpilogue>(p, token, out, acc[0][i][j][r], acc[kParts - 1][i][j][r]);
       }
     }
   }

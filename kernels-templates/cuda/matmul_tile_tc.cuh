@@ -269,14 +269,8 @@ __global__ void __launch_bounds__(32 * kTileTcWarps, 2) matmul_tile_tc_kernel(Ma
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int half = 2 * t + r / 2, tok = t0 + 2 * q + (r % 2);
-      if (n0 + g + 8 * half >= p.total_n || tok >= rows) continue;
-      int weight, row;
-      WeightRowOf<kEpilogue>(p, n0 + g + 8 * half, &weight, &row);
-      const long long at = static_cast<long long>(tok) * Pick(p.n, weight) + row;
-      float v = acc[t][0][r];
-      if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(acc[t][0][r]) * acc[t][kParts - 1][r];
-      if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + p.residual[at];
-      Pick(p.y, weight)[at] = v;
+      const int out = n0 + g + 8 * half;
+      if (out < p.total_n && tok < rows) StoreOutput<kEpilogue>(p, tok, out, acc[t][0][r], acc[t][kParts - 1][r]);
     }
 }
 
