@@ -5,9 +5,10 @@
 // serves one slice; the warps take kAttnPositions positions of it at a time,
 // loading their K and V rows together (each lane a 32-strided share of the
 // dims, so every row is read coalesced), scoring them with warp sums and
-// folding them into per-warp online-softmax states that the block merges. With one slice the block writes the output; with
-// several (decode: few tokens, long contexts) each writes a partial state
-// and attention_combine_kernel<kD> merges them.
+// folding them into per-warp online-softmax states that the block merges.
+// With one slice the block writes the output; with several (decode: few
+// tokens, long contexts) each writes a partial state, and the last slice of
+// a (token, head) to finish (an atomic count) merges them: no combine launch.
 #pragma once
 
 #include "common.cuh"
@@ -44,6 +45,7 @@ __device__ __forceinline__ bool PrefillTileDone(const AttentionParams& p, const 
 
 // grid (bucket tokens, kv_heads): one block per token and KV head.
 __global__ void __launch_bounds__(128) kv_append_kernel(AttentionParams p) {
+  AfterPrevious();
   const int t = blockIdx.x, kvh = blockIdx.y;
   const StepCounts counts = *p.counts;
   if (t >= counts.tokens) return;
@@ -67,6 +69,7 @@ __global__ void __launch_bounds__(128) kv_append_kernel(AttentionParams p) {
 // grid (bucket tokens, num_heads, splits), kAttnWarps warps.
 template <int kD>
 __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionParams p) {
+  AfterPrevious();
   const int t = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
   const StepCounts counts = *p.counts;
   if (t >= counts.tokens || PrefillTileDone(p, counts, t / kPrefillTileTokens)) return;
@@ -74,7 +77,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   const int n = pos + 1;
   const int slice = SliceOf(n, p.splits);
   const int begin = split * slice;
-  if (begin >= n) return;  // the combine kernel skips empty slices too
+  if (begin >= n) return;  // empty slices are not counted by the merge either
   const int end = min(n, begin + slice);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kv_head = h / (p.num_heads / p.pool.kv_heads);
@@ -175,7 +178,8 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
     }
     return;
   }
-  float* part = p.partials + ((static_cast<long long>(t) * p.num_heads + h) * p.splits + split) * (kD + 2);
+  const long long th = static_cast<long long>(t) * p.num_heads + h;
+  float* part = p.partials + (th * p.splits + split) * (kD + 2);
   if (threadIdx.x == 0) {
     part[0] = m_all;
     part[1] = l_all;
@@ -185,26 +189,33 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
     for (int w = 0; w < kAttnWarps; ++w) acc += warp_o[w][d] * scale_w[w];
     part[2 + d] = acc;
   }
-}
-
-// grid (bucket tokens, num_heads): merges the slices' partial states.
-template <int kD>
-__global__ void __launch_bounds__(128) attention_combine_kernel(AttentionParams p) {
-  const int t = blockIdx.x, h = blockIdx.y;
-  const StepCounts counts = *p.counts;
-  if (t >= counts.tokens) return;
-  const int n = p.positions[t] + 1;
-  const int used = (n + SliceOf(n, p.splits) - 1) / SliceOf(n, p.splits);
-  const float* part = p.partials + (static_cast<long long>(t) * p.num_heads + h) * p.splits * (kD + 2);
-  float m_all = -__int_as_float(0x7f800000);
-  for (int sp = 0; sp < used; ++sp) m_all = fmaxf(m_all, part[sp * (kD + 2)]);
-  float l_all = 0.0f;
-  for (int sp = 0; sp < used; ++sp) l_all += part[sp * (kD + 2) + 1] * expf(part[sp * (kD + 2)] - m_all);
-  float* y = p.y + (static_cast<long long>(t) * p.num_heads + h) * kD;
+  // The last slice to get here merges: its partial writes are made visible
+  // before the count, and the others' are read past L1 (__ldcg).
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  const int used = (n + slice - 1) / slice;
+  if (threadIdx.x == 0) {
+    last = atomicAdd(p.split_done + th, 1u) == static_cast<unsigned>(used - 1);
+    if (last) p.split_done[th] = 0;  // ready for the next step (the graph replays)
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const float* parts = p.partials + th * p.splits * (kD + 2);
+  float m_merged = -__int_as_float(0x7f800000);
+  for (int sp = 0; sp < used; ++sp) m_merged = fmaxf(m_merged, __ldcg(parts + sp * (kD + 2)));
+  float l_merged = 0.0f;
+  for (int sp = 0; sp < used; ++sp) {
+    l_merged += __ldcg(parts + sp * (kD + 2) + 1) * expf(__ldcg(parts + sp * (kD + 2)) - m_merged);
+  }
+  float* y = p.y + th * kD;
   for (int d = threadIdx.x; d < kD; d += blockDim.x) {
     float acc = 0.0f;
-    for (int sp = 0; sp < used; ++sp) acc += part[sp * (kD + 2) + 2 + d] * expf(part[sp * (kD + 2)] - m_all);
-    y[d] = acc / l_all;
+    for (int sp = 0; sp < used; ++sp) {
+      acc += __ldcg(parts + sp * (kD + 2) + 2 + d) * expf(__ldcg(parts + sp * (kD + 2)) - m_merged);
+    }
+    y[d] = acc / l_merged;
   }
 }
 

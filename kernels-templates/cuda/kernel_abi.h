@@ -97,6 +97,9 @@ struct MatmulParams {
   const unsigned short* x_lo;  // matmul_tile_tc_kernel: x - x_f16 as f16, [rows, k]
   const float* x_sums;         // matmul_tile_tc_kernel: sums of x per 32 elements, [rows, k / 32]
   int ksplit;                  // matmul_kernel decode: warps sharing a set of rows (MatmulKSplit)
+  // matmul_kernel decode: bytes at the start of each of a warp's weight rows
+  // it asks L2 for before waiting on the previous launch (0: none).
+  int prefetch_bytes;
 };
 
 // matmul_f16_tc_kernel (buckets of kTensorCoreMinBucket tokens and more,
@@ -218,9 +221,12 @@ struct AttentionParams {
   int max_rows;
   // Split-K over the context (flash-decoding): with splits > 1 each block
   // handles one slice and writes (max, sum, output) to `partials`
-  // [max_rows, num_heads, splits, head_dim + 2]; a combine kernel merges them.
+  // [max_rows, num_heads, splits, head_dim + 2]; the last slice of a
+  // (token, head) to finish, counted in `split_done` [max_rows, num_heads]
+  // (zero between steps: the merging block resets its count), merges them.
   int splits;
   float* partials;
+  unsigned* split_done;
   // 1 where attention_prefill_kernel ran first: tiles of kPrefillTileTokens
   // tokens of one sequence are done, and attention_kernel skips their tokens.
   int prefill_tiles;

@@ -134,9 +134,17 @@ __device__ __forceinline__ int WalkChunk(const unsigned char* const (&weight_row
                                          int lane, int slice, int ksplit, const float* xs, int xstride,
                                          const float* sums, int sstride, float (&acc)[kRows][kParts][kTile]) {
   const int full = len / Lane::kLane * Lane::kLane;
+  // K-split slices walk contiguous shares of whole warp steps, so the
+  // stride is a constant and decode's two-step unroll survives (a run-time
+  // stride of ksplit warp steps kept nvcc from unrolling: q8_0 decode lost
+  // a third of its FMAs per loop trip to the remainder handling).
+  constexpr int kWarpStep = 32 * Lane::kLane;
+  const int warp_steps = (full + kWarpStep - 1) / kWarpStep;
+  const int share = (warp_steps + ksplit - 1) / ksplit * kWarpStep;
+  const int begin = slice * share, end = min(full, begin + share);
   // Two steps in flight for decode; a tile's sums need the registers.
 #pragma unroll(kTile == 1 ? 2 : 1)
-  for (int e = (slice * 32 + lane) * Lane::kLane; e < full; e += ksplit * 32 * Lane::kLane) {
+  for (int e = begin + lane * Lane::kLane; e < end; e += kWarpStep) {
     typename Lane::Raw raw[kRows][kParts];
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
@@ -198,6 +206,7 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_
   __shared__ double partial[kMatmulWarps][kTile];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int t0 = blockIdx.y * kTile;
+  if constexpr (kTile > 1) AfterPrevious();
   // Decode (the host launches kTile 1 for one-token buckets, one row of
   // blocks) reads the row count only before storing, so no load waits on it.
   int tiles = 1;
@@ -223,6 +232,20 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_
     for (int w = 0; w < kParts; ++w) {
       weight_rows[r][w] = Pick(p.w, out_weight[r] + w) + static_cast<long long>(out_row[r]) * p.row_bytes;
     }
+  }
+  if constexpr (kTile == 1) {
+    // Weights depend on no launch: their first bytes head for L2 while the
+    // previous launch finishes (the warp's slices share the lines out).
+    LetNextLaunch();
+    if (active) {
+      const int line0 = slice * 32 + lane, lines = (min(static_cast<long long>(p.prefetch_bytes), p.row_bytes) + 127) / 128;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int w = 0; w < kParts; ++w)
+          for (int line = line0; line < lines; line += 32 * ksplit) PrefetchL2(weight_rows[r][w] + 128 * line);
+    }
+    WaitForPrevious();
   }
   float acc[kRows][kParts][kTile];
 #pragma unroll

@@ -27,7 +27,9 @@ namespace kiln::cuda {
 // rows (MatmulParams::ksplit, MatmulKSplit).
 // 4: buckets of 64 tokens and more run matmul_f16_tc_kernel over f16 weight
 // rows (dequantize_f16_kernel first for quantised weights).
-constexpr uint32_t kBundleVersion = 4;
+// 5: the last split-K attention slice merges (AttentionParams::split_done);
+// no attention_combine_kernel.
+constexpr uint32_t kBundleVersion = 5;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

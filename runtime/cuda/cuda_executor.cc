@@ -1,7 +1,9 @@
 #include "runtime/cuda/cuda_executor.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -107,6 +109,9 @@ class CudaExecutor final : public Executor {
   // bucket's graph; returns the bucket. Nothing waits for the device.
   absl::StatusOr<size_t> LaunchStep(const StepBatch& batch);
   absl::Status RecordLaunch(size_t launch_index, size_t bucket);
+  // One kernel launch into the stream (being captured), as a programmatic
+  // dependent launch where pdl_ says so.
+  absl::Status Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned block, unsigned smem, void* params);
 
   Plan plan_;
   std::unique_ptr<CudaContext> context_;
@@ -115,10 +120,18 @@ class CudaExecutor final : public Executor {
   CUstream stream_ = nullptr;
   CUdeviceptr device_ = 0;
   uint64_t device_bytes_ = 0;
-  CUdeviceptr arena_ = 0, pool_ = 0, scratch_ = 0, partials_ = 0, x_f16_ = 0, inputs_ = 0, greedy_ids_ = 0;
+  CUdeviceptr arena_ = 0, pool_ = 0, scratch_ = 0, partials_ = 0, x_f16_ = 0, inputs_ = 0, greedy_ids_ = 0,
+             split_done_ = 0;
   // Quantised weights of the launch at hand decoded to f16 rows, for
   // matmul_f16_tc_kernel (buckets of kTensorCoreMinBucket tokens and more).
   CUdeviceptr weights_f16_ = 0;
+  // Kernels of sm_90+ bundles wait for the previous launch's output in
+  // every block (griddepcontrol, common.cuh), so on an sm_90+ GPU each
+  // launch may start while the previous finishes (KILN_CUDA_PDL=0: not).
+  bool pdl_ = false;
+  // Bytes of each weight row the decode matmul prefetches into L2 before it
+  // waits for the previous launch (KILN_CUDA_PREFETCH).
+  int prefetch_bytes_ = 0;
   CUfunction argmax_ = nullptr;  // null for kernels sections without it: StepGreedy then reads the logits
   uint64_t scratch_bytes_ = 0;
   int32_t* host_inputs_ = nullptr;  // pinned
@@ -258,10 +271,14 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
     image = module_image.c_str();
   }
   KILN_CU(api, api.cuModuleLoadDataEx(&ex->module_, image, 0, nullptr, nullptr));
+  const char* pdl = std::getenv("KILN_CUDA_PDL");
+  ex->pdl_ = sm >= 90 && bundle->sm >= 90 && !(pdl != nullptr && std::string(pdl) == "0");
+  const char* prefetch = std::getenv("KILN_CUDA_PREFETCH");
+  ex->prefetch_bytes_ = prefetch != nullptr ? std::max(0, std::atoi(prefetch)) : kDecodePrefetchBytes;
 
   if (absl::Status s = ex->ComputeRowKinds(); !s.ok()) return s;
   // Every launch's calls, with their functions.
-  int64_t scratch_floats = 0, partial_floats = 0, x_f16_halves = 0, weights_f16_halves = 0;
+  int64_t scratch_floats = 0, partial_floats = 0, split_counters = 0, x_f16_halves = 0, weights_f16_halves = 0;
   for (size_t li = 0; li < p.launches.size(); ++li) {
     const PlanLaunch& l = p.launches[li];
     absl::StatusOr<std::vector<KernelCall>> calls = LowerLaunch(p, l);
@@ -292,12 +309,13 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         KILN_CU(api, api.cuFuncSetAttribute(r.functions[kMatmulF16TcSlot],
                                             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, GemmSmemBytes()));
       }
-      if (c.kind == KernelKind::kAttentionCombine) {
+      if (c.kind == KernelKind::kAttention) {
         absl::StatusOr<int64_t> heads = l.Int("num_heads");
         absl::StatusOr<int64_t> hd = l.Int("head_dim");
         if (!heads.ok() || !hd.ok()) return LaunchError(l, "needs num_heads and head_dim");
         const int64_t split_tokens = std::min<int64_t>(p.buckets.back(), kSplitMaxTokens);
         partial_floats = std::max(partial_floats, split_tokens * *heads * kDecodeSplits * (*hd + 2));
+        split_counters = std::max(split_counters, split_tokens * *heads);
       }
       if (c.kind == KernelKind::kMatmul) {
         absl::StatusOr<int64_t> k = l.Int("k");
@@ -351,7 +369,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
 
   // One allocation: weights | KV pool | arena | scratch | attention partials |
   // f16 activations of the tensor-core matmuls | f16 weights of the prefill
-  // matmul | inputs | greedy ids | rope tables.
+  // matmul | inputs | greedy ids | split-K attention counts | rope tables.
   uint64_t offset = 0;
   std::vector<WeightUpload> uploads;
   if (absl::Status s = ex->BindWeights(program.weights, &offset, &uploads); !s.ok()) return s;
@@ -359,7 +377,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   const uint64_t page_bytes = p.pool.page_bytes();
   // The offsets after the pool, for a pool of `pages`.
   struct Tail {
-    uint64_t arena, scratch, partials, x_f16, weights_f16, inputs, greedy, rope_start, end;
+    uint64_t arena, scratch, partials, x_f16, weights_f16, inputs, greedy, split_done, rope_start, end;
   };
   ex->scratch_bytes_ = scratch_floats * sizeof(float);
   auto tail = [&](int64_t pages) {
@@ -371,7 +389,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
     t.weights_f16 = AlignUp(t.x_f16 + x_f16_halves * sizeof(uint16_t));
     t.inputs = AlignUp(t.weights_f16 + weights_f16_halves * sizeof(uint16_t));
     t.greedy = AlignUp(t.inputs + ex->layout_.total * sizeof(int32_t));
-    t.rope_start = AlignUp(t.greedy + max_tokens * sizeof(int32_t));
+    t.split_done = AlignUp(t.greedy + max_tokens * sizeof(int32_t));
+    t.rope_start = AlignUp(t.split_done + split_counters * sizeof(uint32_t));
     t.end = t.rope_start;
     for (const auto& [key, table] : rope_tables) t.end = AlignUp(t.end + table.size() * sizeof(float));
     return t;
@@ -389,7 +408,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   const Tail t = tail(ex->num_pages_);
   const uint64_t arena_offset = t.arena, scratch_offset = t.scratch, partials_offset = t.partials,
                  x_f16_offset = t.x_f16, weights_f16_offset = t.weights_f16, inputs_offset = t.inputs, greedy_offset = t.greedy,
-                 rope_start = t.rope_start;
+                 split_done_offset = t.split_done, rope_start = t.rope_start;
   uint64_t rope_offset = rope_start;
   for (auto& [key, table] : rope_tables) {
     ex->rope_tables_[key] = rope_offset;  // relative until the allocation exists
@@ -413,12 +432,14 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->x_f16_ = ex->device_ + x_f16_offset;
   ex->weights_f16_ = ex->device_ + weights_f16_offset;
   ex->greedy_ids_ = ex->device_ + greedy_offset;
+  ex->split_done_ = ex->device_ + split_done_offset;
   if (const BundleKernel* k = bundle->Find(kGreedyArgmaxKernel)) {
     KILN_CU(api, api.cuModuleGetFunction(&ex->argmax_, ex->module_, k->lowered_name.c_str()));
   }
   ex->inputs_ = ex->device_ + inputs_offset;
   // A fresh pool reads as zeros, as on the CPU. The arena and scratch start
   // as NaNs: a kernel that reads what nothing wrote shows in the logits.
+  // Inputs, greedy ids and the split-K attention counts start at zero.
   KILN_CU(api, api.cuMemsetD8(ex->pool_, 0, arena_offset - pool_offset));
   KILN_CU(api, api.cuMemsetD32(ex->arena_, 0x7fc00000u, (inputs_offset - arena_offset) / sizeof(float)));
   KILN_CU(api, api.cuMemsetD8(ex->inputs_, 0, rope_start - inputs_offset));
@@ -444,7 +465,6 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
 
 absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
   const PlanLaunch& l = plan_.launches[li];
-  const DriverApi& api = *api_;
   const int max_rows = static_cast<int>(plan_.buckets[bucket]);
   const int32_t* counts = reinterpret_cast<const int32_t*>(inputs_ + layout_.counts * sizeof(int32_t));
   const int* rows = rows_are_logit_rows_[bucket][li] ? counts + 2 : counts;
@@ -460,10 +480,8 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
     return it == weights_.end() ? nullptr : &it->second;
   };
   auto input = [&](int64_t at) { return reinterpret_cast<const int*>(inputs_ + at * sizeof(int32_t)); };
-  auto launch = [&](CUfunction f, unsigned gx, unsigned gy, unsigned block, unsigned smem, void* params) -> absl::Status {
-    void* args[] = {params};
-    KILN_CU(api, api.cuLaunchKernel(f, std::max(gx, 1u), std::max(gy, 1u), 1, block, 1, 1, smem, stream_, args, nullptr));
-    return absl::OkStatus();
+  auto launch = [&](CUfunction f, unsigned gx, unsigned gy, unsigned block, unsigned smem, void* params) {
+    return Launch(f, gx, gy, 1, block, smem, params);
   };
   auto rope_of = [&](RopeConstants* r) -> absl::Status {
     absl::StatusOr<cpu::RopeParams> rope = LaunchRope(l);
@@ -587,6 +605,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           mp.ksplit = tiled ? 1 : MatmulKSplit(row_blocks, context_->multiprocessors());
           const int per_block = kMatmulWarps / mp.ksplit * rows_per_warp;
           mp.chunk = MatmulChunk(mp.k, tile);
+          mp.prefetch_bytes = tiled ? 0 : prefetch_bytes_;
           launched = launch(rc.functions[tiled ? kMatmulTiledSlot : kMatmulDecodeSlot], (mp.total_n + per_block - 1) / per_block,
                             (max_rows + tile - 1) / tile, 32 * kMatmulWarps,
                             static_cast<unsigned>(MatmulSmemFloats(mp.chunk, tile) * sizeof(float)), &mp);
@@ -703,8 +722,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
       }
       case KernelKind::kKvAppend:
       case KernelKind::kAttentionPrefill:
-      case KernelKind::kAttention:
-      case KernelKind::kAttentionCombine: {
+      case KernelKind::kAttention: {
         AttentionParams ap{};
         absl::StatusOr<int64_t> heads = l.Int("num_heads");
         absl::StatusOr<int64_t> layer = l.Int("layer");
@@ -736,22 +754,44 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         ap.max_rows = max_rows;
         ap.splits = max_rows <= kSplitMaxTokens ? kDecodeSplits : 1;
         ap.partials = reinterpret_cast<float*>(partials_);
+        ap.split_done = reinterpret_cast<unsigned*>(split_done_);
         // Prefill buckets: tiles of one sequence on tensor cores first; attention_kernel takes the other tokens.
         ap.prefill_tiles = max_rows >= kTensorCoreMinBucket &&
                            std::any_of(calls_[li].begin(), calls_[li].end(),
                                        [](const ResolvedCall& r) { return r.call.kind == KernelKind::kAttentionPrefill; });
-        if (c.kind == KernelKind::kAttentionCombine && ap.splits == 1) break;
         if (c.kind == KernelKind::kAttentionPrefill && !ap.prefill_tiles) break;
         const unsigned grid_x = c.kind == KernelKind::kAttentionPrefill ? (max_rows + kPrefillTileTokens - 1) / kPrefillTileTokens
                                                                         : static_cast<unsigned>(max_rows);
         const unsigned grid_y = static_cast<unsigned>(c.kind == KernelKind::kKvAppend ? plan_.pool.kv_heads : *heads);
         const unsigned grid_z = c.kind == KernelKind::kAttention ? static_cast<unsigned>(ap.splits) : 1;
-        void* args[] = {&ap};
-        KILN_CU(api, api.cuLaunchKernel(rc.functions[0], grid_x, grid_y, grid_z, 128, 1, 1, 0, stream_, args, nullptr));
+        if (absl::Status s = Launch(rc.functions[0], grid_x, grid_y, grid_z, 128, 0, &ap); !s.ok()) return s;
         break;
       }
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned block, unsigned smem,
+                                  void* params) {
+  const DriverApi& api = *api_;
+  void* args[] = {params};
+  CUlaunchConfig config{};
+  config.gridDimX = std::max(gx, 1u);
+  config.gridDimY = std::max(gy, 1u);
+  config.gridDimZ = std::max(gz, 1u);
+  config.blockDimX = block;
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = smem;
+  config.hStream = stream_;
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attribute.value.programmaticStreamSerializationAllowed = 1;
+  if (pdl_) {
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  KILN_CU(api, api.cuLaunchKernelEx(&config, f, args, nullptr));
   return absl::OkStatus();
 }
 

@@ -193,7 +193,6 @@ absl::StatusOr<std::vector<KernelCall>> LowerLaunch(const Plan& plan, const Plan
       calls.push_back(Simple(KernelKind::kAttentionPrefill, absl::StrCat("kiln::attention_prefill_kernel<", *hd, ">")));
     }
     calls.push_back(Simple(KernelKind::kAttention, absl::StrCat("kiln::attention_kernel<", *hd, ">")));
-    calls.push_back(Simple(KernelKind::kAttentionCombine, absl::StrCat("kiln::attention_combine_kernel<", *hd, ">")));
     return calls;
   }
   return LaunchError(l, "the CUDA backend has no kernel for op '" + op + "'");

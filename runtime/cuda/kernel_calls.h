@@ -22,8 +22,7 @@ enum class KernelKind {
   kRope,
   kKvAppend,
   kAttentionPrefill,  // attention_prefill_kernel<head_dim>: whole 64-token tiles of one sequence
-  kAttention,         // attention_kernel<head_dim>
-  kAttentionCombine,  // attention_combine_kernel<head_dim>: merges split-K slices
+  kAttention,         // attention_kernel<head_dim> (split-K slices merged by the last)
 };
 
 // Token rows per block of the matmul kernel: 1 for the decode bucket,
@@ -44,6 +43,9 @@ constexpr int kTensorCoreMinBucket = 64;
 // buckets of at most kSplitMaxTokens tokens (decode: too few tokens to fill
 // the GPU otherwise); larger buckets use one block per (token, head).
 constexpr int kDecodeSplits = 16;
+// Bytes of each weight row the decode matmul asks L2 for before it waits on
+// the previous launch (CudaExecutor: KILN_CUDA_PREFETCH overrides).
+constexpr int kDecodePrefetchBytes = 0;
 constexpr int kSplitMaxTokens = 8;
 
 // The instantiations of a kMatmul call, by slot of KernelCall::names (an
