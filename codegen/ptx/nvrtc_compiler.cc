@@ -12,6 +12,11 @@ namespace {
 
 constexpr const char* kMainSource = "#include \"kernels.cuh\"\n";
 
+// sm_90 compiles for sm_90a, whose warpgroup MMA the prefill matmul uses
+// (matmul_f16_wgmma.cuh); such code runs on sm_90 GPUs only, as a cubin
+// for sm_90 does anyway.
+std::string ArchSuffix(int sm) { return sm == 90 ? std::string("90a") : absl::StrCat(sm); }
+
 struct NvrtcResult {
   nvrtcResult status = NVRTC_SUCCESS;
   std::string log;
@@ -38,7 +43,7 @@ NvrtcResult RunNvrtc(const std::vector<std::string>& names, uint32_t sm) {
                                 header_texts.data(), header_names.data());
   if (r.status != NVRTC_SUCCESS) return r;
   for (const std::string& n : names) nvrtcAddNameExpression(prog, n.c_str());
-  const std::string arch = absl::StrCat("--gpu-architecture=compute_", sm);
+  const std::string arch = absl::StrCat("--gpu-architecture=compute_", ArchSuffix(sm));
   const char* options[] = {arch.c_str(), "-std=c++17", "--fmad=true"};
   r.status = nvrtcCompileProgram(prog, 3, options);
   size_t log_size = 0;
@@ -108,7 +113,7 @@ absl::StatusOr<CompiledModule> CompileInstantiations(const std::vector<std::stri
   m.lowered_names = std::move(r.lowered);
 
   nvJitLinkHandle h;
-  const std::string arch = absl::StrCat("-arch=sm_", sm);
+  const std::string arch = absl::StrCat("-arch=sm_", ArchSuffix(sm));
   const char* options[] = {arch.c_str(), "-O3", "-verbose"};
   if (nvJitLinkCreate(&h, 3, options) != NVJITLINK_SUCCESS) {
     return absl::InternalError(absl::StrCat("nvJitLink: cannot create a linker for sm_", sm));

@@ -108,6 +108,8 @@ struct MatmulParams {
 // padded to kGemmStride halves, so ldmatrix's 8 rows hit distinct banks).
 constexpr int kGemmM = 128, kGemmN = 128, kGemmK = 32, kGemmStages = 4, kGemmStride = kGemmK + 8;
 KILN_ABI_FN int GemmSmemBytes() { return kGemmStages * (kGemmM + kGemmN) * kGemmStride * 2; }
+// matmul_f16_wgmma_kernel (sm_90a): the same tiles unpadded, one stage more.
+KILN_ABI_FN int WgmmaSmemBytes() { return (kGemmStages + 1) * (kGemmM + kGemmN) * kGemmK * 2; }
 
 // dequantize_f16_kernel: the rows of num_weights weights of one storage, one
 // after another, decoded to f16 [sum n, k]; grid (sum n, ceil(k / 2048)),

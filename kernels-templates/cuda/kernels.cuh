@@ -6,6 +6,7 @@
 #include "attention_prefill.cuh"
 #include "matmul.cuh"
 #include "matmul_f16_tc.cuh"
+#include "matmul_f16_wgmma.cuh"
 #include "matmul_tc.cuh"
 #include "matmul_tile_tc.cuh"
 #include "rows.cuh"

@@ -129,6 +129,7 @@ class CudaExecutor final : public Executor {
   // every block (griddepcontrol, common.cuh), so on an sm_90+ GPU each
   // launch may start while the previous finishes (KILN_CUDA_PDL=0: not).
   bool pdl_ = false;
+  bool wgmma_ = false;  // the prefill matmul on matmul_f16_wgmma_kernel
   // Bytes of each weight row the decode matmul prefetches into L2 before it
   // waits for the previous launch (KILN_CUDA_PREFETCH).
   int prefetch_bytes_ = 0;
@@ -273,6 +274,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   KILN_CU(api, api.cuModuleLoadDataEx(&ex->module_, image, 0, nullptr, nullptr));
   const char* pdl = std::getenv("KILN_CUDA_PDL");
   ex->pdl_ = sm >= 90 && bundle->sm >= 90 && !(pdl != nullptr && std::string(pdl) == "0");
+  // sm_90 bundles are compiled for sm_90a (codegen/ptx): the prefill matmul
+  // runs on warpgroup MMA there (KILN_CUDA_WGMMA=0: on mma.sync).
+  const char* wgmma = std::getenv("KILN_CUDA_WGMMA");
+  ex->wgmma_ = sm == 90 && bundle->sm == 90 && !(wgmma != nullptr && std::string(wgmma) == "0");
   const char* prefetch = std::getenv("KILN_CUDA_PREFETCH");
   ex->prefetch_bytes_ = prefetch != nullptr ? std::max(0, std::atoi(prefetch)) : kDecodePrefetchBytes;
 
@@ -308,6 +313,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         }
         KILN_CU(api, api.cuFuncSetAttribute(r.functions[kMatmulF16TcSlot],
                                             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, GemmSmemBytes()));
+        if (ex->wgmma_) {
+          KILN_CU(api, api.cuFuncSetAttribute(r.functions[kMatmulF16WgmmaSlot],
+                                              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, WgmmaSmemBytes()));
+        }
       }
       if (c.kind == KernelKind::kAttention) {
         absl::StatusOr<int64_t> heads = l.Int("num_heads");
@@ -575,8 +584,10 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           if (launched.ok()) launched = launch(rc.functions[kActivationsF16Slot], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);
           if (launched.ok()) {
             const int outputs = c.epilogue == kEpilogueSiluMul ? kGemmN / 2 : kGemmN;
-            launched = launch(rc.functions[kMatmulF16TcSlot], (max_rows + kGemmM - 1) / kGemmM,
-                              (mp.total_n + outputs - 1) / outputs, 256, GemmSmemBytes(), &mp);
+            launched = wgmma_ ? launch(rc.functions[kMatmulF16WgmmaSlot], (max_rows + kGemmM - 1) / kGemmM,
+                                       (mp.total_n + outputs - 1) / outputs, 256, WgmmaSmemBytes(), &mp)
+                              : launch(rc.functions[kMatmulF16TcSlot], (max_rows + kGemmM - 1) / kGemmM,
+                                       (mp.total_n + outputs - 1) / outputs, 256, GemmSmemBytes(), &mp);
           }
         } else if (max_rows >= kTensorCoreMinBucket && !rows_are_logit_rows_[bucket][li]) {
           launched = launch(rc.functions[kActivationsF16Slot], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);

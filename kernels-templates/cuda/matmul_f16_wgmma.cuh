@@ -1,0 +1,171 @@
+// Prefill matmul over f16 weight rows on sm_90a's warpgroup MMA: the
+// same tiles, parameters and epilogues as matmul_f16_tc_kernel (128 tokens x
+// 128 weight rows per block; silu_mul tiles hold 64 gate rows then the same
+// 64 up rows), but each of the two warpgroups issues wgmma m64n128k16 over
+// its 64 tokens straight from shared memory, so no ldmatrix or fragment
+// shuffling runs on the CUDA cores. Operands sit in shared memory in the
+// canonical no-swizzle K-major layout: core matrices of 8 rows x 16 bytes,
+// kWgmmaKStride apart along K and kWgmmaRowStride apart per 8 rows; a
+// kGemmStages + 1 ring of cp.async copies (kGemmK of K per stage) feeds it,
+// refilled two steps behind the MMAs, one MMA group left in flight.
+#pragma once
+
+#include "common.cuh"
+#include "matmul.cuh"
+#include "mma.cuh"
+
+namespace kiln {
+
+constexpr int kWgmmaStages = kGemmStages + 1;
+constexpr int kWgmmaKStride = 128;                               // bytes between core matrices along K
+constexpr int kWgmmaRowStride = kGemmK / 8 * kWgmmaKStride;      // bytes between 8-row groups (512)
+constexpr int kWgmmaOperandBytes = kGemmM / 8 * kWgmmaRowStride;  // one operand's tile per stage (8 KB)
+static_assert(kGemmM == 128 && kGemmN == 128, "two warpgroups of m64n128");
+
+// Byte offset of (row, element k) of an operand tile in the canonical layout.
+__device__ __forceinline__ unsigned WgmmaOffset(int row, int k) {
+  return (row / 8) * kWgmmaRowStride + (k / 8) * kWgmmaKStride + (row % 8) * 16 + (k % 8) * 2;
+}
+
+// Shared-memory matrix descriptor: start, leading (K) and stride (8-row)
+// byte offsets in 16-byte units, no swizzle.
+__device__ __forceinline__ unsigned long long WgmmaDescriptor(unsigned smem_addr) {
+  return static_cast<unsigned long long>((smem_addr & 0x3FFFF) >> 4) |
+         (static_cast<unsigned long long>(kWgmmaKStride >> 4) << 16) |
+         (static_cast<unsigned long long>(kWgmmaRowStride >> 4) << 32);
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Keeps the compiler from moving accumulator reads or writes across the
+// asynchronous MMAs, which own the registers until their group completes.
+__device__ __forceinline__ void WgmmaFenceOperands(float (&d)[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d (64 tokens x 128 rows, f32) += A (64 x 16) B (128 x 16)^T.
+__device__ __forceinline__ void WgmmaM64N128K16(float (&d)[64], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      :
+        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "r"(1));
+}
+#endif
+
+template <int kEpilogue>
+__global__ void __launch_bounds__(256, 2) matmul_f16_wgmma_kernel(MatmulParams p) {
+  AfterPrevious();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
+  constexpr int kOutputs = kGemmN / kParts;
+  constexpr int kStageBytes = 2 * kWgmmaOperandBytes;
+  static_assert(kWgmmaStages * kStageBytes == WgmmaSmemBytes(), "the host sizes the ring");
+  const int rows = *p.rows;
+  const int t0 = blockIdx.x * kGemmM;  // token tiles fastest: blocks in flight share weight tiles
+  if (t0 >= rows) return;
+  const int n0 = blockIdx.y * kOutputs;
+  const int tid = threadIdx.x, wg = tid / 128;
+  extern __shared__ __align__(128) unsigned char wgmma_smem[];
+  const unsigned smem = SharedAddress(wgmma_smem);
+
+  // Each thread copies two 16-byte pieces of each operand per K step: tile
+  // rows tid / 4 and 64 + tid / 4, elements (tid % 4) * 8 ...
+  const int copy_row = tid / 4, copy_col = (tid % 4) * 8;
+  const unsigned short* a_src[2];
+  const unsigned short* b_src[2];
+  bool a_ok[2], b_ok[2];
+  unsigned dst[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = copy_row + 64 * h;
+    dst[h] = WgmmaOffset(r, copy_col);
+    const int token = t0 + r;
+    a_ok[h] = token < rows;
+    a_src[h] = p.x_f16 + static_cast<long long>(a_ok[h] ? token : 0) * p.k + copy_col;
+    // Tile row r: output n0 + r, or for silu_mul gate (h 0) / up (h 1) of output n0 + r - 64 h.
+    const int out = n0 + (kParts == 2 ? copy_row : r);
+    b_ok[h] = out < p.total_n;
+    int wi = 0, n = 0;
+    if (b_ok[h]) WeightRowOf<kEpilogue>(p, out, &wi, &n);
+    if constexpr (kParts == 2) wi = h;
+    b_src[h] = reinterpret_cast<const unsigned short*>(Pick(p.w, wi) + static_cast<long long>(n) * p.row_bytes) + copy_col;
+  }
+  auto copy_step = [&](int stage, int k0) {
+    const unsigned base = smem + stage * kStageBytes;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      CopyAsync16(base + dst[h], a_src[h] + k0, a_ok[h]);
+      CopyAsync16(base + kWgmmaOperandBytes + dst[h], b_src[h] + k0, b_ok[h]);
+    }
+  };
+
+  float d[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) d[i] = 0.0f;
+
+  // Stages are refilled two steps after their MMAs were issued: one MMA
+  // group stays in flight, and the barrier of the step between orders every
+  // warpgroup's wait before the copy.
+  constexpr int kAhead = kWgmmaStages - 2;
+  const int steps = p.k / kGemmK;
+#pragma unroll
+  for (int s = 0; s < kAhead; ++s) {
+    if (s < steps) copy_step(s, s * kGemmK);
+    asm volatile("cp.async.commit_group;");
+  }
+  for (int step = 0; step < steps; ++step) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(kAhead - 1));
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // cp.async's writes, seen by the MMAs' async proxy
+    __syncthreads();
+    const int next = step + kAhead;
+    if (next < steps) copy_step(next % kWgmmaStages, next * kGemmK);
+    asm volatile("cp.async.commit_group;");
+    const unsigned base = smem + (step % kWgmmaStages) * kStageBytes;
+    WgmmaFenceOperands(d);
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < kGemmK / 16; ++kk) {
+      WgmmaM64N128K16(d, WgmmaDescriptor(base + wg * (kWgmmaOperandBytes / 2) + kk * 2 * kWgmmaKStride),
+                      WgmmaDescriptor(base + kWgmmaOperandBytes + kk * 2 * kWgmmaKStride));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+    WgmmaFenceOperands(d);
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  WgmmaFenceOperands(d);
+  asm volatile("cp.async.wait_group 0;");
+
+  // d[4 j + r]: token 16 w + g (+ 8 for r >= 2) of the warpgroup's 64,
+  // tile row 8 j + 2 q + (r & 1); silu_mul's up sums sit 64 rows on (j + 8).
+  const int w = (tid % 128) / 32, g = (tid % 32) / 4, q = tid % 4;
+  constexpr int kGroups = 16 / kParts;
+#pragma unroll
+  for (int j = 0; j < kGroups; ++j) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int token = t0 + 64 * wg + 16 * w + g + (r >= 2 ? 8 : 0);
+      const int out = n0 + 8 * j + 2 * q + (r & 1);
+      if (token < rows && out < p.total_n) {
+        StoreOutput<kEpilogue>(p, token, out, d[4 * j + r], d[(4 * (j + 8) + r) % 64]);
+      }
+    }
+  }
+#endif
+}
+
+}  // namespace kiln
