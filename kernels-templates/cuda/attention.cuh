@@ -45,7 +45,6 @@ __device__ __forceinline__ bool PrefillTileDone(const AttentionParams& p, const 
 
 // grid (bucket tokens, kv_heads): one block per token and KV head.
 __global__ void __launch_bounds__(128) kv_append_kernel(AttentionParams p) {
-  AfterPrevious();
   const int t = blockIdx.x, kvh = blockIdx.y;
   const StepCounts counts = *p.counts;
   if (t >= counts.tokens) return;
@@ -69,7 +68,6 @@ __global__ void __launch_bounds__(128) kv_append_kernel(AttentionParams p) {
 // grid (bucket tokens, num_heads, splits), kAttnWarps warps.
 template <int kD>
 __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionParams p) {
-  AfterPrevious();
   const int t = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
   const StepCounts counts = *p.counts;
   if (t >= counts.tokens || PrefillTileDone(p, counts, t / kPrefillTileTokens)) return;

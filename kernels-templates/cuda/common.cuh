@@ -8,30 +8,6 @@ namespace kiln {
 
 using namespace cuda_abi;
 
-// Programmatic dependent launch (sm_90+; no-ops before, and where the
-// runtime launched without it): a kernel lets the next one in the stream
-// start as soon as all its own blocks are resident, and the next one runs
-// only what reads no earlier output (weight addresses, weight prefetches)
-// before WaitForPrevious. Every block of every kernel waits before it reads
-// activations or returns, so a grid's completion still implies its
-// predecessors' and any earlier output is visible, as without it.
-__device__ __forceinline__ void LetNextLaunch() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;");
-#endif
-}
-__device__ __forceinline__ void WaitForPrevious() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void PrefetchL2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-// Both, for kernels with nothing to do before their inputs are ready.
-__device__ __forceinline__ void AfterPrevious() {
-  LetNextLaunch();
-  WaitForPrevious();
-}
-
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

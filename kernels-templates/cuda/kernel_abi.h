@@ -97,9 +97,6 @@ struct MatmulParams {
   const unsigned short* x_lo;  // matmul_tile_tc_kernel: x - x_f16 as f16, [rows, k]
   const float* x_sums;         // matmul_tile_tc_kernel: sums of x per 32 elements, [rows, k / 32]
   int ksplit;                  // matmul_kernel decode: warps sharing a set of rows (MatmulKSplit)
-  // matmul_kernel decode: bytes at the start of each of a warp's weight rows
-  // it asks L2 for before waiting on the previous launch (0: none).
-  int prefetch_bytes;
 };
 
 // matmul_f16_tc_kernel (buckets of kTensorCoreMinBucket tokens and more,
@@ -108,8 +105,10 @@ struct MatmulParams {
 // padded to kGemmStride halves, so ldmatrix's 8 rows hit distinct banks).
 constexpr int kGemmM = 128, kGemmN = 128, kGemmK = 32, kGemmStages = 4, kGemmStride = kGemmK + 8;
 KILN_ABI_FN int GemmSmemBytes() { return kGemmStages * (kGemmM + kGemmN) * kGemmStride * 2; }
-// matmul_f16_wgmma_kernel (sm_90a): the same tiles unpadded, one stage more.
-KILN_ABI_FN int WgmmaSmemBytes() { return (kGemmStages + 1) * (kGemmM + kGemmN) * kGemmK * 2; }
+// matmul_f16_wgmma_kernel (sm_90a): the same tiles, kWgmmaK of K per stage
+// in kWgmmaStages stages, plus 1 KB to align them (128-byte swizzle atoms).
+constexpr int kWgmmaK = 64, kWgmmaStages = 3;
+KILN_ABI_FN int WgmmaSmemBytes() { return kWgmmaStages * (kGemmM + kGemmN) * kWgmmaK * 2 + 1024; }
 
 // dequantize_f16_kernel: the rows of num_weights weights of one storage, one
 // after another, decoded to f16 [sum n, k]; grid (sum n, ceil(k / 2048)),

@@ -4,10 +4,12 @@
 // 64 up rows), but each of the two warpgroups issues wgmma m64n128k16 over
 // its 64 tokens straight from shared memory, so no ldmatrix or fragment
 // shuffling runs on the CUDA cores. Operands sit in shared memory in the
-// canonical no-swizzle K-major layout: core matrices of 8 rows x 16 bytes,
-// kWgmmaKStride apart along K and kWgmmaRowStride apart per 8 rows; a
-// kGemmStages + 1 ring of cp.async copies (kGemmK of K per stage) feeds it,
-// refilled two steps behind the MMAs, one MMA group left in flight.
+// 128-byte-swizzled K-major layout wgmma reads without bank conflicts: 64
+// elements of K per row (128 bytes), 8-row atoms of 1 KB whose 16-byte
+// chunks are XOR-permuted by the row. A ring of kWgmmaStages cp.async stages
+// (64 of K each) feeds it; each step's MMAs complete before the barrier that
+// lets their stage be refilled, and the second block on the SM keeps the
+// tensor cores busy meanwhile.
 #pragma once
 
 #include "common.cuh"
@@ -16,23 +18,25 @@
 
 namespace kiln {
 
-constexpr int kWgmmaStages = kGemmStages + 1;
-constexpr int kWgmmaKStride = 128;                               // bytes between core matrices along K
-constexpr int kWgmmaRowStride = kGemmK / 8 * kWgmmaKStride;      // bytes between 8-row groups (512)
-constexpr int kWgmmaOperandBytes = kGemmM / 8 * kWgmmaRowStride;  // one operand's tile per stage (8 KB)
+// K per stage (one swizzle atom's width) and stages: 3 x 32 KB, two blocks per SM.
+static_assert(kWgmmaK == 64, "one 128-byte swizzle atom of f16 per stage row");
+constexpr int kWgmmaAtomBytes = 1024;                                 // 8 rows x 128 bytes
+constexpr int kWgmmaOperandBytes = kGemmM / 8 * kWgmmaAtomBytes;      // one operand's tile per stage (16 KB)
 static_assert(kGemmM == 128 && kGemmN == 128, "two warpgroups of m64n128");
 
-// Byte offset of (row, element k) of an operand tile in the canonical layout.
+// Byte offset of (row, element k) of an operand tile: 16-byte chunk k / 8
+// of the row's 128 bytes lands at chunk (k / 8) ^ (row % 8).
 __device__ __forceinline__ unsigned WgmmaOffset(int row, int k) {
-  return (row / 8) * kWgmmaRowStride + (k / 8) * kWgmmaKStride + (row % 8) * 16 + (k % 8) * 2;
+  return (row / 8) * kWgmmaAtomBytes + (row % 8) * 128 + (((k / 8) ^ (row % 8)) * 16) + (k % 8) * 2;
 }
 
-// Shared-memory matrix descriptor: start, leading (K) and stride (8-row)
-// byte offsets in 16-byte units, no swizzle.
+// Shared-memory matrix descriptor of a K-major operand in 128-byte swizzle:
+// start address and the 8-row atom stride in 16-byte units (the leading
+// offset is unused when a row's K fits one atom), swizzle mode 1. Atoms
+// must start 1 KB-aligned.
 __device__ __forceinline__ unsigned long long WgmmaDescriptor(unsigned smem_addr) {
-  return static_cast<unsigned long long>((smem_addr & 0x3FFFF) >> 4) |
-         (static_cast<unsigned long long>(kWgmmaKStride >> 4) << 16) |
-         (static_cast<unsigned long long>(kWgmmaRowStride >> 4) << 32);
+  return static_cast<unsigned long long>((smem_addr & 0x3FFFF) >> 4) | (1ULL << 16) |
+         (static_cast<unsigned long long>(kWgmmaAtomBytes >> 4) << 32) | (1ULL << 62);
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -68,48 +72,50 @@ __device__ __forceinline__ void WgmmaM64N128K16(float (&d)[64], unsigned long lo
 
 template <int kEpilogue>
 __global__ void __launch_bounds__(256, 2) matmul_f16_wgmma_kernel(MatmulParams p) {
-  AfterPrevious();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   constexpr int kOutputs = kGemmN / kParts;
   constexpr int kStageBytes = 2 * kWgmmaOperandBytes;
-  static_assert(kWgmmaStages * kStageBytes == WgmmaSmemBytes(), "the host sizes the ring");
+  static_assert(kWgmmaStages * kStageBytes + kWgmmaAtomBytes == WgmmaSmemBytes(), "the host sizes the ring");
   const int rows = *p.rows;
   const int t0 = blockIdx.x * kGemmM;  // token tiles fastest: blocks in flight share weight tiles
   if (t0 >= rows) return;
   const int n0 = blockIdx.y * kOutputs;
   const int tid = threadIdx.x, wg = tid / 128;
-  extern __shared__ __align__(128) unsigned char wgmma_smem[];
-  const unsigned smem = SharedAddress(wgmma_smem);
+  extern __shared__ unsigned char wgmma_smem[];
+  const unsigned smem = (SharedAddress(wgmma_smem) + kWgmmaAtomBytes - 1) & ~(kWgmmaAtomBytes - 1);
 
-  // Each thread copies two 16-byte pieces of each operand per K step: tile
-  // rows tid / 4 and 64 + tid / 4, elements (tid % 4) * 8 ...
-  const int copy_row = tid / 4, copy_col = (tid % 4) * 8;
-  const unsigned short* a_src[2];
-  const unsigned short* b_src[2];
-  bool a_ok[2], b_ok[2];
-  unsigned dst[2];
+  // Each thread copies four 16-byte chunks of each operand per stage: chunk
+  // tid % 8 of tile rows tid / 8 + 32 i.
+  constexpr int kCopies = 4;
+  const int copy_chunk = tid % 8;
+  const unsigned short* a_src[kCopies];
+  const unsigned short* b_src[kCopies];
+  bool a_ok[kCopies], b_ok[kCopies];
+  unsigned dst[kCopies];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = copy_row + 64 * h;
-    dst[h] = WgmmaOffset(r, copy_col);
+  for (int i = 0; i < kCopies; ++i) {
+    const int r = tid / 8 + 32 * i;
+    dst[i] = WgmmaOffset(r, copy_chunk * 8);
     const int token = t0 + r;
-    a_ok[h] = token < rows;
-    a_src[h] = p.x_f16 + static_cast<long long>(a_ok[h] ? token : 0) * p.k + copy_col;
-    // Tile row r: output n0 + r, or for silu_mul gate (h 0) / up (h 1) of output n0 + r - 64 h.
-    const int out = n0 + (kParts == 2 ? copy_row : r);
-    b_ok[h] = out < p.total_n;
+    a_ok[i] = token < rows;
+    a_src[i] = p.x_f16 + static_cast<long long>(a_ok[i] ? token : 0) * p.k + copy_chunk * 8;
+    // Tile row r: output n0 + r, or for silu_mul gate (r < 64) / up of output n0 + r % 64.
+    const int out = n0 + (kParts == 2 ? r % 64 : r);
+    b_ok[i] = out < p.total_n;
     int wi = 0, n = 0;
-    if (b_ok[h]) WeightRowOf<kEpilogue>(p, out, &wi, &n);
-    if constexpr (kParts == 2) wi = h;
-    b_src[h] = reinterpret_cast<const unsigned short*>(Pick(p.w, wi) + static_cast<long long>(n) * p.row_bytes) + copy_col;
+    if (b_ok[i]) WeightRowOf<kEpilogue>(p, out, &wi, &n);
+    if constexpr (kParts == 2) wi = r / 64;
+    b_src[i] = reinterpret_cast<const unsigned short*>(Pick(p.w, wi) + static_cast<long long>(n) * p.row_bytes) +
+               copy_chunk * 8;
   }
   auto copy_step = [&](int stage, int k0) {
     const unsigned base = smem + stage * kStageBytes;
+    const bool k_ok = k0 + copy_chunk * 8 < p.k;  // K a multiple of 32: the last stage may be half full
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      CopyAsync16(base + dst[h], a_src[h] + k0, a_ok[h]);
-      CopyAsync16(base + kWgmmaOperandBytes + dst[h], b_src[h] + k0, b_ok[h]);
+    for (int i = 0; i < kCopies; ++i) {
+      CopyAsync16(base + dst[i], a_src[i] + k0, a_ok[i] && k_ok);
+      CopyAsync16(base + kWgmmaOperandBytes + dst[i], b_src[i] + k0, b_ok[i] && k_ok);
     }
   };
 
@@ -117,37 +123,33 @@ __global__ void __launch_bounds__(256, 2) matmul_f16_wgmma_kernel(MatmulParams p
 #pragma unroll
   for (int i = 0; i < 64; ++i) d[i] = 0.0f;
 
-  // Stages are refilled two steps after their MMAs were issued: one MMA
-  // group stays in flight, and the barrier of the step between orders every
-  // warpgroup's wait before the copy.
-  constexpr int kAhead = kWgmmaStages - 2;
-  const int steps = p.k / kGemmK;
+  constexpr int kAhead = kWgmmaStages - 1;
+  const int steps = (p.k + kWgmmaK - 1) / kWgmmaK;
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) {
-    if (s < steps) copy_step(s, s * kGemmK);
+    if (s < steps) copy_step(s, s * kWgmmaK);
     asm volatile("cp.async.commit_group;");
   }
   for (int step = 0; step < steps; ++step) {
     asm volatile("cp.async.wait_group %0;" ::"n"(kAhead - 1));
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // cp.async's writes, seen by the MMAs' async proxy
-    __syncthreads();
+    __syncthreads();  // the stage is in; every warpgroup's MMAs of the previous step are done
     const int next = step + kAhead;
-    if (next < steps) copy_step(next % kWgmmaStages, next * kGemmK);
+    if (next < steps) copy_step(next % kWgmmaStages, next * kWgmmaK);
     asm volatile("cp.async.commit_group;");
     const unsigned base = smem + (step % kWgmmaStages) * kStageBytes;
     WgmmaFenceOperands(d);
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
-    for (int kk = 0; kk < kGemmK / 16; ++kk) {
-      WgmmaM64N128K16(d, WgmmaDescriptor(base + wg * (kWgmmaOperandBytes / 2) + kk * 2 * kWgmmaKStride),
-                      WgmmaDescriptor(base + kWgmmaOperandBytes + kk * 2 * kWgmmaKStride));
+    for (int kk = 0; kk < kWgmmaK / 16; ++kk) {
+      // k16 slice kk starts 32 bytes into each row; the hardware applies the swizzle.
+      WgmmaM64N128K16(d, WgmmaDescriptor(base + wg * (kWgmmaOperandBytes / 2) + 32 * kk),
+                      WgmmaDescriptor(base + kWgmmaOperandBytes + 32 * kk));
     }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     WgmmaFenceOperands(d);
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-  WgmmaFenceOperands(d);
   asm volatile("cp.async.wait_group 0;");
 
   // d[4 j + r]: token 16 w + g (+ 8 for r >= 2) of the warpgroup's 64,

@@ -47,7 +47,6 @@ __device__ __forceinline__ float BlockInvRms(const float* x, int k, float eps) {
 // K = 14336, as long as the matmul it feeds.
 template <bool kNorm, bool kSplit>
 __global__ void __launch_bounds__(256) activations_f16_kernel(ActivationsF16Params p) {
-  AfterPrevious();
   const int t = blockIdx.x, c0 = blockIdx.y * kActivationsChunk;
   if (t >= *p.rows || c0 >= p.k) return;
   const int end = min(p.k, c0 + kActivationsChunk);
@@ -82,7 +81,6 @@ __global__ void __launch_bounds__(256) activations_f16_kernel(ActivationsF16Para
 
 template <class S, int kEpilogue>
 __global__ void __launch_bounds__(256) matmul_tc_kernel(MatmulParams p) {
-  AfterPrevious();
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   const int rows = *p.rows;
   const int t0 = blockIdx.y * kTcM;

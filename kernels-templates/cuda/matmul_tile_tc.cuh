@@ -198,7 +198,6 @@ __device__ __forceinline__ void TileSpan(const unsigned char* const (&wrow)[2 * 
 // grid (ceil(total_n / kTileTcRows), ceil(bucket / 8)), kTileTcWarps warps.
 template <class S, int kEpilogue>
 __global__ void __launch_bounds__(32 * kTileTcWarps, 2) matmul_tile_tc_kernel(MatmulParams p) {
-  AfterPrevious();
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   constexpr int kHalfRows = 2 * kTileTcTiles;  // this thread's rows: g and g + 8 of each 16-row tile
   const int rows = *p.rows;

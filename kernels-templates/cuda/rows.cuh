@@ -11,7 +11,6 @@ namespace kiln {
 
 // Grid-stride over rows * width elements.
 __global__ void elementwise_kernel(ElementwiseParams p) {
-  AfterPrevious();
   const long long total = static_cast<long long>(*p.rows) * p.width;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
@@ -30,7 +29,6 @@ __global__ void elementwise_kernel(ElementwiseParams p) {
 
 // One block per row; the sum of squares in double, as the CPU does.
 __global__ void __launch_bounds__(256) rms_norm_kernel(RmsNormParams p) {
-  AfterPrevious();
   const int t = blockIdx.x;
   if (t >= *p.rows) return;
   const float* x = p.x + static_cast<long long>(t) * p.width;
@@ -51,7 +49,6 @@ __global__ void __launch_bounds__(256) rms_norm_kernel(RmsNormParams p) {
 // writes NaNs (the host validated tokens; this only guards memory).
 template <class S>
 __global__ void __launch_bounds__(256) embedding_kernel(EmbeddingParams p) {
-  AfterPrevious();
   const int t = blockIdx.x;
   if (t >= *p.rows) return;
   const int token = p.tokens[t];
@@ -73,7 +70,6 @@ __global__ void __launch_bounds__(256) embedding_kernel(EmbeddingParams p) {
 }
 
 __global__ void __launch_bounds__(256) gather_rows_kernel(GatherRowsParams p) {
-  AfterPrevious();
   const int r = blockIdx.x;
   if (r >= *p.count) return;
   const float* x = p.x + static_cast<long long>(p.indices[r]) * p.width;
@@ -83,7 +79,6 @@ __global__ void __launch_bounds__(256) gather_rows_kernel(GatherRowsParams p) {
 
 // One block per row; ties keep the first index, as the CPU does.
 __global__ void __launch_bounds__(256) argmax_kernel(ArgmaxParams p) {
-  AfterPrevious();
   const int t = blockIdx.x;
   if (t >= *p.rows) return;
   const float* x = p.x + static_cast<long long>(t) * p.width;
@@ -123,7 +118,6 @@ __global__ void __launch_bounds__(256) argmax_kernel(ArgmaxParams p) {
 
 // One block per token; y may alias x (each block reads its row before writing).
 __global__ void __launch_bounds__(256) rope_kernel(RopeParams p) {
-  AfterPrevious();
   const int t = blockIdx.x;
   if (t >= *p.rows) return;
   const int width = p.num_heads * p.head_dim;

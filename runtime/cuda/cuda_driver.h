@@ -25,7 +25,7 @@ struct DriverApi {
   X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD32) \
   X(cuMemGetInfo) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamBeginCapture)          \
   X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) \
-  X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuGetErrorName) X(cuGetErrorString) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)  \
+  X(cuLaunchKernel) X(cuGetErrorName) X(cuGetErrorString) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)  \
   X(cuEventSynchronize) X(cuEventElapsedTime)
 #define KILN_CUDA_DECLARE(name) decltype(&::name) name = nullptr;
   KILN_CUDA_DRIVER_FUNCTIONS(KILN_CUDA_DECLARE)

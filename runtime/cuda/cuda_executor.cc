@@ -109,8 +109,7 @@ class CudaExecutor final : public Executor {
   // bucket's graph; returns the bucket. Nothing waits for the device.
   absl::StatusOr<size_t> LaunchStep(const StepBatch& batch);
   absl::Status RecordLaunch(size_t launch_index, size_t bucket);
-  // One kernel launch into the stream (being captured), as a programmatic
-  // dependent launch where pdl_ says so.
+  // One kernel launch into the stream (being captured).
   absl::Status Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned block, unsigned smem, void* params);
 
   Plan plan_;
@@ -125,14 +124,7 @@ class CudaExecutor final : public Executor {
   // Quantised weights of the launch at hand decoded to f16 rows, for
   // matmul_f16_tc_kernel (buckets of kTensorCoreMinBucket tokens and more).
   CUdeviceptr weights_f16_ = 0;
-  // Kernels of sm_90+ bundles wait for the previous launch's output in
-  // every block (griddepcontrol, common.cuh), so on an sm_90+ GPU each
-  // launch may start while the previous finishes (KILN_CUDA_PDL=0: not).
-  bool pdl_ = false;
   bool wgmma_ = false;  // the prefill matmul on matmul_f16_wgmma_kernel
-  // Bytes of each weight row the decode matmul prefetches into L2 before it
-  // waits for the previous launch (KILN_CUDA_PREFETCH).
-  int prefetch_bytes_ = 0;
   CUfunction argmax_ = nullptr;  // null for kernels sections without it: StepGreedy then reads the logits
   uint64_t scratch_bytes_ = 0;
   int32_t* host_inputs_ = nullptr;  // pinned
@@ -272,14 +264,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
     image = module_image.c_str();
   }
   KILN_CU(api, api.cuModuleLoadDataEx(&ex->module_, image, 0, nullptr, nullptr));
-  const char* pdl = std::getenv("KILN_CUDA_PDL");
-  ex->pdl_ = sm >= 90 && bundle->sm >= 90 && !(pdl != nullptr && std::string(pdl) == "0");
   // sm_90 bundles are compiled for sm_90a (codegen/ptx): the prefill matmul
   // runs on warpgroup MMA there (KILN_CUDA_WGMMA=0: on mma.sync).
   const char* wgmma = std::getenv("KILN_CUDA_WGMMA");
   ex->wgmma_ = sm == 90 && bundle->sm == 90 && !(wgmma != nullptr && std::string(wgmma) == "0");
-  const char* prefetch = std::getenv("KILN_CUDA_PREFETCH");
-  ex->prefetch_bytes_ = prefetch != nullptr ? std::max(0, std::atoi(prefetch)) : kDecodePrefetchBytes;
 
   if (absl::Status s = ex->ComputeRowKinds(); !s.ok()) return s;
   // Every launch's calls, with their functions.
@@ -616,7 +604,6 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           mp.ksplit = tiled ? 1 : MatmulKSplit(row_blocks, context_->multiprocessors());
           const int per_block = kMatmulWarps / mp.ksplit * rows_per_warp;
           mp.chunk = MatmulChunk(mp.k, tile);
-          mp.prefetch_bytes = tiled ? 0 : prefetch_bytes_;
           launched = launch(rc.functions[tiled ? kMatmulTiledSlot : kMatmulDecodeSlot], (mp.total_n + per_block - 1) / per_block,
                             (max_rows + tile - 1) / tile, 32 * kMatmulWarps,
                             static_cast<unsigned>(MatmulSmemFloats(mp.chunk, tile) * sizeof(float)), &mp);
@@ -787,22 +774,8 @@ absl::Status CudaExecutor::Launch(CUfunction f, unsigned gx, unsigned gy, unsign
                                   void* params) {
   const DriverApi& api = *api_;
   void* args[] = {params};
-  CUlaunchConfig config{};
-  config.gridDimX = std::max(gx, 1u);
-  config.gridDimY = std::max(gy, 1u);
-  config.gridDimZ = std::max(gz, 1u);
-  config.blockDimX = block;
-  config.blockDimY = config.blockDimZ = 1;
-  config.sharedMemBytes = smem;
-  config.hStream = stream_;
-  CUlaunchAttribute attribute{};
-  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attribute.value.programmaticStreamSerializationAllowed = 1;
-  if (pdl_) {
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
-  KILN_CU(api, api.cuLaunchKernelEx(&config, f, args, nullptr));
+  KILN_CU(api, api.cuLaunchKernel(f, std::max(gx, 1u), std::max(gy, 1u), std::max(gz, 1u), block, 1, 1, smem, stream_, args,
+                                  nullptr));
   return absl::OkStatus();
 }
 

@@ -43,9 +43,6 @@ constexpr int kTensorCoreMinBucket = 64;
 // buckets of at most kSplitMaxTokens tokens (decode: too few tokens to fill
 // the GPU otherwise); larger buckets use one block per (token, head).
 constexpr int kDecodeSplits = 16;
-// Bytes of each weight row the decode matmul asks L2 for before it waits on
-// the previous launch (CudaExecutor: KILN_CUDA_PREFETCH overrides).
-constexpr int kDecodePrefetchBytes = 0;
 constexpr int kSplitMaxTokens = 8;
 
 // The instantiations of a kMatmul call, by slot of KernelCall::names (an
