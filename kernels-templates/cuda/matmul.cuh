@@ -150,91 +150,41 @@ __device__ __forceinline__ int WalkChunk(const unsigned char* const (&weight_row
   return full;
 }
 
-// WalkChunk for int8 lanes in tiles of tokens: each step's activations are
-// loaded once per token and shared by the warp's rows.
+// WalkChunk for int8 lanes: each step's activations are loaded once per
+// token and shared by the warp's rows. Decode launches of one weight per row
+// issue the loads of two steps before either's arithmetic (gate/up already
+// has two weights per row in flight; more would spill).
 template <class Lane, int kRows, int kParts, int kTile>
 __device__ __forceinline__ void WalkChunkInt8(const unsigned char* const (&weight_rows)[kRows][kParts], int c0, int len,
-                                              int lane, const float* xs, int xstride, const float* sums, int sstride,
-                                              float (&acc)[kRows][kParts][kTile]) {
-  for (unsigned e = lane * Lane::kLane; e < static_cast<unsigned>(len); e += 32 * Lane::kLane) {
-    typename Lane::Raw raw[kRows][kParts];
+                                              int lane, int slice, int ksplit, const float* xs, int xstride,
+                                              const float* sums, int sstride, float (&acc)[kRows][kParts][kTile]) {
+  constexpr int kSteps = kTile == 1 && kParts == 1 ? 2 : 1;
+  const unsigned kStride = ksplit * 32 * Lane::kLane;
+  for (unsigned e0 = (slice * 32 + lane) * Lane::kLane; e0 < static_cast<unsigned>(len); e0 += kSteps * kStride) {
+    typename Lane::Raw raw[kSteps][kRows][kParts];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r)
-#pragma unroll
-      for (int w = 0; w < kParts; ++w) raw[r][w] = Lane::Load(weight_rows[r][w], c0 + e);
-#pragma unroll
-    for (int t = 0; t < kTile; ++t) {
-      const typename Lane::X x = Lane::LoadX(e, xs + t * xstride, xstride, sums + t * sstride);
+    for (int k = 0; k < kSteps; ++k) {
+      if (k > 0 && e0 + k * kStride >= static_cast<unsigned>(len)) break;
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
 #pragma unroll
-        for (int w = 0; w < kParts; ++w) Lane::DotX(raw[r][w], e, x, acc[r][w][t]);
+        for (int w = 0; w < kParts; ++w) raw[k][r][w] = Lane::Load(weight_rows[r][w], c0 + e0 + k * kStride);
     }
-  }
-}
-
-// Decode's int8 walk, software-pipelined: a warp's weight loads of a step
-// go in two slots (one weight per row: steps e and e + S; silu_mul: gate and
-// up of the first and of the second half of the rows at step e), and a slot
-// is reloaded for its next step right after its arithmetic, so one slot's
-// loads are in flight while the other's are used. (Loading both, then using
-// both, left the warp with nothing in flight for its whole arithmetic.)
-// Where one chunk covers K the kernel primes the slots before it stages the
-// activations, so the first weights arrive during the staging.
-template <class Lane, int kRows, int kParts>
-struct Int8DecodePipeline {
-  static_assert(kParts == 1 || kRows % 2 == 0, "silu_mul splits the rows in two slots");
-  static constexpr int kSlotRows = kParts == 1 ? kRows : kRows / 2;
-  typename Lane::Raw raw[2][kSlotRows][kParts];
-
-  __device__ static int RowOf(int s, int r) { return kParts == 1 ? r : s * kSlotRows + r; }
-  __device__ static unsigned SlotStep(int s, unsigned stride) { return kParts == 1 ? s * stride : 0u; }
-  __device__ static unsigned Advance(unsigned stride) { return kParts == 1 ? 2 * stride : stride; }
-
-  __device__ __forceinline__ void Load(int s, const unsigned char* const (&rows)[kRows][kParts], unsigned at) {
 #pragma unroll
-    for (int r = 0; r < kSlotRows; ++r)
+    for (int k = 0; k < kSteps; ++k) {
+      const unsigned e = e0 + k * kStride;
+      if (k > 0 && e >= static_cast<unsigned>(len)) break;
 #pragma unroll
-      for (int w = 0; w < kParts; ++w) raw[s][r][w] = Lane::Load(rows[RowOf(s, r)][w], at);
-  }
-  // Both slots' first steps of the chunk at c0 (e0: the lane's first element in it).
-  __device__ __forceinline__ void Prime(const unsigned char* const (&rows)[kRows][kParts], unsigned c0, unsigned e0,
-                                        unsigned len, unsigned stride) {
+      for (int t = 0; t < kTile; ++t) {
+        const typename Lane::X x = Lane::LoadX(e, xs + t * xstride, xstride, sums + t * sstride);
 #pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      if (e0 + SlotStep(s, stride) < len) Load(s, rows, c0 + e0 + SlotStep(s, stride));
-    }
-  }
-  __device__ __forceinline__ void Walk(const unsigned char* const (&rows)[kRows][kParts], unsigned c0, unsigned e0,
-                                       unsigned len, unsigned stride, const float* xs, int xstride, const float* sums,
-                                       float (&acc)[kRows][kParts][1]) {
-    for (unsigned e = e0; e < len; e += Advance(stride)) {
+        for (int r = 0; r < kRows; ++r)
 #pragma unroll
-      for (int s = 0; s < 2; ++s) {
-        const unsigned es = e + SlotStep(s, stride);
-        if (es >= len) break;
-        const typename Lane::X x = Lane::LoadX(es, xs, xstride, sums);
-#pragma unroll
-        for (int r = 0; r < kSlotRows; ++r)
-#pragma unroll
-          for (int w = 0; w < kParts; ++w) Lane::DotX(raw[s][r][w], es, x, acc[RowOf(s, r)][w][0]);
-        const unsigned next = es + Advance(stride);
-        if (next < len) Load(s, rows, c0 + next);
+          for (int w = 0; w < kParts; ++w) Lane::DotX(raw[k][r][w], e, x, acc[r][w][t]);
       }
     }
   }
-};
-
-// The pipeline where decode walks an int8 lane; nothing elsewhere.
-struct NoDecodePipeline {};
-template <bool kUse, class Lane, int kRows, int kParts>
-struct DecodePipelineOf {
-  using type = NoDecodePipeline;
-};
-template <class Lane, int kRows, int kParts>
-struct DecodePipelineOf<true, Lane, kRows, kParts> {
-  using type = Int8DecodePipeline<Lane, kRows, kParts>;
-};
+}
 
 template <class S, int kEpilogue, bool kNorm, int kTile>
 __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_kernel(MatmulParams p) {
@@ -281,13 +231,6 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_
     for (int w = 0; w < kParts; ++w)
 #pragma unroll
       for (int t = 0; t < kTile; ++t) acc[r][w][t] = 0.0f;
-  constexpr bool kPipelined = kTile == 1 && Lane::kInt8;
-  typename DecodePipelineOf<kPipelined, Lane, kRows, kParts>::type pipe;
-  const unsigned lane_stride = ksplit * 32 * Lane::kLane, lane_first = (slice * 32 + lane) * Lane::kLane;
-  const bool primed = kPipelined && active && p.chunk >= p.k;
-  if constexpr (kPipelined) {
-    if (primed) pipe.Prime(weight_rows, 0, lane_first, p.k, lane_stride);
-  }
 
   if constexpr (kNorm) {
     double sq[kTile];
@@ -346,12 +289,10 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_
     }
     __syncthreads();
     if (!active) continue;
-    if constexpr (kPipelined) {
+    if constexpr (Lane::kInt8) {
       // Whole 256-element blocks only: K and every chunk are multiples of 256.
-      if (!primed) pipe.Prime(weight_rows, c0, lane_first, len, lane_stride);
-      pipe.Walk(weight_rows, c0, lane_first, len, lane_stride, xs, xstride, sums, acc);
-    } else if constexpr (Lane::kInt8) {
-      WalkChunkInt8<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, xs, xstride, sums, sstride, acc);
+      WalkChunkInt8<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit, xs, xstride, sums, sstride,
+                                                acc);
     } else {
       const int full = Lane::Fits(p.k)
                            ? WalkChunk<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit, xs, xstride,
