@@ -90,6 +90,21 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   for (int d = threadIdx.x; d < kD; d += blockDim.x) {
     q[d] = (p.use_rope ? RopeElement(p.rope, qsrc, d, pos) : qsrc[d]) * p.scale;
   }
+  // One-token steps append their K/V row here rather than in kv_append: the
+  // slice holding the position reads the row from k/v (no block reads it
+  // from the pool this step), and one block per KV head (its first query
+  // head's) writes it for the steps after.
+  const float* ksrc = p.k + static_cast<long long>(t) * p.pool.kv_heads * kD + kv_head * kD;
+  const float* vsrc = p.v + static_cast<long long>(t) * p.pool.kv_heads * kD + kv_head * kD;
+  if (p.append && pos < end && h % (p.num_heads / p.pool.kv_heads) == 0) {
+    const int page = table[pos / page_size], slot = pos % page_size;
+    float* krow = const_cast<float*>(PoolRow(p.pool, p.layer, 0, page, slot)) + kv_head * kD;
+    float* vrow = const_cast<float*>(PoolRow(p.pool, p.layer, 1, page, slot)) + kv_head * kD;
+    for (int d = threadIdx.x; d < kD; d += blockDim.x) {
+      krow[d] = p.use_rope ? RopeElement(p.rope, ksrc, d, pos) : ksrc[d];
+      vrow[d] = vsrc[d];
+    }
+  }
   __syncthreads();
 
   // Lane owns dims lane + 32 g: every row is read coalesced, 128 bytes per g.
@@ -110,6 +125,15 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
       const int page = table[j / page_size], slot = j % page_size;
       const float* krow = PoolRow(p.pool, p.layer, 0, page, slot) + kv_head * kD;
       const float* vrow = PoolRow(p.pool, p.layer, 1, page, slot) + kv_head * kD;
+      if (p.append && j == pos) {  // this step's row, from q/k/v (uniform per warp)
+#pragma unroll
+        for (int g = 0; g < kGroups; ++g) {
+          const int d = lane + 32 * g;
+          kr[u][g] = d < kD ? (p.use_rope ? RopeElement(p.rope, ksrc, d, pos) : ksrc[d]) : 0.0f;
+          vr[u][g] = d < kD ? vsrc[d] : 0.0f;
+        }
+        continue;
+      }
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
         const int d = lane + 32 * g;
