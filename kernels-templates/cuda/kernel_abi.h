@@ -105,11 +105,10 @@ struct MatmulParams {
 // padded to kGemmStride halves, so ldmatrix's 8 rows hit distinct banks).
 constexpr int kGemmM = 128, kGemmN = 128, kGemmK = 32, kGemmStages = 4, kGemmStride = kGemmK + 8;
 KILN_ABI_FN int GemmSmemBytes() { return kGemmStages * (kGemmM + kGemmN) * kGemmStride * 2; }
-// matmul_f16_wgmma_kernel (sm_90a): 64 tokens per warpgroup (1 or 2 per
-// block) x kGemmN weight rows, kWgmmaK of K per stage in kWgmmaStages
-// stages, plus 1 KB to align them (128-byte swizzle atoms).
+// matmul_f16_wgmma_kernel (sm_90a): the same tiles, kWgmmaK of K per stage
+// in kWgmmaStages stages, plus 1 KB to align them (128-byte swizzle atoms).
 constexpr int kWgmmaK = 64, kWgmmaStages = 3;
-KILN_ABI_FN int WgmmaSmemBytes(int groups) { return kWgmmaStages * (64 * groups + kGemmN) * kWgmmaK * 2 + 1024; }
+KILN_ABI_FN int WgmmaSmemBytes() { return kWgmmaStages * (kGemmM + kGemmN) * kWgmmaK * 2 + 1024; }
 
 // dequantize_f16_kernel: the rows of num_weights weights of one storage, one
 // after another, decoded to f16 [sum n, k]; grid (sum n, ceil(k / 2048)),

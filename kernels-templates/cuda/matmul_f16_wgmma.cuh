@@ -21,7 +21,8 @@ namespace kiln {
 // K per stage (one swizzle atom's width) and stages: 3 x 32 KB, two blocks per SM.
 static_assert(kWgmmaK == 64, "one 128-byte swizzle atom of f16 per stage row");
 constexpr int kWgmmaAtomBytes = 1024;                                 // 8 rows x 128 bytes
-static_assert(kGemmN == 128, "wgmma m64n128 covers the tile's weight rows");
+constexpr int kWgmmaOperandBytes = kGemmM / 8 * kWgmmaAtomBytes;      // one operand's tile per stage (16 KB)
+static_assert(kGemmM == 128 && kGemmN == 128, "two warpgroups of m64n128");
 
 // Byte offset of (row, element k) of an operand tile: 16-byte chunk k / 8
 // of the row's 128 bytes lands at chunk (k / 8) ^ (row % 8).
@@ -69,47 +70,36 @@ __device__ __forceinline__ void WgmmaM64N128K16(float (&d)[64], unsigned long lo
 }
 #endif
 
-// kGroups warpgroups of 64 tokens each per block: 2 (128 tokens, two blocks
-// per SM) where that still gives every SM two blocks, else 1 (64 tokens,
-// three per SM), so o_proj and down of a 512-token step, 128 tiles of 128,
-// fill the SMs.
-template <int kEpilogue, int kGroups>
-__global__ void __launch_bounds__(128 * kGroups, kGroups == 2 ? 2 : 3) matmul_f16_wgmma_kernel(MatmulParams p) {
+template <int kEpilogue>
+__global__ void __launch_bounds__(256, 2) matmul_f16_wgmma_kernel(MatmulParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   constexpr int kOutputs = kGemmN / kParts;
-  constexpr int kM = 64 * kGroups, kThreads = 128 * kGroups;
-  constexpr int kABytes = kM / 8 * kWgmmaAtomBytes, kBBytes = kGemmN / 8 * kWgmmaAtomBytes;
-  constexpr int kStageBytes = kABytes + kBBytes;
-  static_assert(kWgmmaStages * kStageBytes + kWgmmaAtomBytes == WgmmaSmemBytes(kGroups), "the host sizes the ring");
+  constexpr int kStageBytes = 2 * kWgmmaOperandBytes;
+  static_assert(kWgmmaStages * kStageBytes + kWgmmaAtomBytes == WgmmaSmemBytes(), "the host sizes the ring");
   const int rows = *p.rows;
-  const int t0 = blockIdx.x * kM;  // token tiles fastest: blocks in flight share weight tiles
+  const int t0 = blockIdx.x * kGemmM;  // token tiles fastest: blocks in flight share weight tiles
   if (t0 >= rows) return;
   const int n0 = blockIdx.y * kOutputs;
   const int tid = threadIdx.x, wg = tid / 128;
   extern __shared__ unsigned char wgmma_smem[];
   const unsigned smem = (SharedAddress(wgmma_smem) + kWgmmaAtomBytes - 1) & ~(kWgmmaAtomBytes - 1);
 
-  // Each thread copies 16-byte chunk tid % 8 of tile rows tid / 8 + i
-  // kThreads / 8 per stage: four of A's rows, 128 / (kThreads / 8) of B's.
-  constexpr int kRowsPerPass = kThreads / 8, kACopies = kM / kRowsPerPass, kBCopies = kGemmN / kRowsPerPass;
+  // Each thread copies four 16-byte chunks of each operand per stage: chunk
+  // tid % 8 of tile rows tid / 8 + 32 i.
+  constexpr int kCopies = 4;
   const int copy_chunk = tid % 8;
-  const unsigned short* a_src[kACopies];
-  const unsigned short* b_src[kBCopies];
-  bool a_ok[kACopies], b_ok[kBCopies];
-  unsigned a_dst[kACopies], b_dst[kBCopies];
+  const unsigned short* a_src[kCopies];
+  const unsigned short* b_src[kCopies];
+  bool a_ok[kCopies], b_ok[kCopies];
+  unsigned dst[kCopies];
 #pragma unroll
-  for (int i = 0; i < kACopies; ++i) {
-    const int r = tid / 8 + kRowsPerPass * i;
-    a_dst[i] = WgmmaOffset(r, copy_chunk * 8);
+  for (int i = 0; i < kCopies; ++i) {
+    const int r = tid / 8 + 32 * i;
+    dst[i] = WgmmaOffset(r, copy_chunk * 8);
     const int token = t0 + r;
     a_ok[i] = token < rows;
     a_src[i] = p.x_f16 + static_cast<long long>(a_ok[i] ? token : 0) * p.k + copy_chunk * 8;
-  }
-#pragma unroll
-  for (int i = 0; i < kBCopies; ++i) {
-    const int r = tid / 8 + kRowsPerPass * i;
-    b_dst[i] = kABytes + WgmmaOffset(r, copy_chunk * 8);
     // Tile row r: output n0 + r, or for silu_mul gate (r < 64) / up of output n0 + r % 64.
     const int out = n0 + (kParts == 2 ? r % 64 : r);
     b_ok[i] = out < p.total_n;
@@ -123,9 +113,10 @@ __global__ void __launch_bounds__(128 * kGroups, kGroups == 2 ? 2 : 3) matmul_f1
     const unsigned base = smem + stage * kStageBytes;
     const bool k_ok = k0 + copy_chunk * 8 < p.k;  // K a multiple of 32: the last stage may be half full
 #pragma unroll
-    for (int i = 0; i < kACopies; ++i) CopyAsync16(base + a_dst[i], a_src[i] + k0, a_ok[i] && k_ok);
-#pragma unroll
-    for (int i = 0; i < kBCopies; ++i) CopyAsync16(base + b_dst[i], b_src[i] + k0, b_ok[i] && k_ok);
+    for (int i = 0; i < kCopies; ++i) {
+      CopyAsync16(base + dst[i], a_src[i] + k0, a_ok[i] && k_ok);
+      CopyAsync16(base + kWgmmaOperandBytes + dst[i], b_src[i] + k0, b_ok[i] && k_ok);
+    }
   };
 
   float d[64];
@@ -152,8 +143,8 @@ __global__ void __launch_bounds__(128 * kGroups, kGroups == 2 ? 2 : 3) matmul_f1
 #pragma unroll
     for (int kk = 0; kk < kWgmmaK / 16; ++kk) {
       // k16 slice kk starts 32 bytes into each row; the hardware applies the swizzle.
-      WgmmaM64N128K16(d, WgmmaDescriptor(base + wg * (8 * kWgmmaAtomBytes) + 32 * kk),
-                      WgmmaDescriptor(base + kABytes + 32 * kk));
+      WgmmaM64N128K16(d, WgmmaDescriptor(base + wg * (kWgmmaOperandBytes / 2) + 32 * kk),
+                      WgmmaDescriptor(base + kWgmmaOperandBytes + 32 * kk));
     }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
@@ -164,9 +155,9 @@ __global__ void __launch_bounds__(128 * kGroups, kGroups == 2 ? 2 : 3) matmul_f1
   // d[4 j + r]: token 16 w + g (+ 8 for r >= 2) of the warpgroup's 64,
   // tile row 8 j + 2 q + (r & 1); silu_mul's up sums sit 64 rows on (j + 8).
   const int w = (tid % 128) / 32, g = (tid % 32) / 4, q = tid % 4;
-  constexpr int kRowGroups = 16 / kParts;
+  constexpr int kGroups = 16 / kParts;
 #pragma unroll
-  for (int j = 0; j < kRowGroups; ++j) {
+  for (int j = 0; j < kGroups; ++j) {
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int token = t0 + 64 * wg + 16 * w + g + (r >= 2 ? 8 : 0);

@@ -125,7 +125,6 @@ class CudaExecutor final : public Executor {
   // matmul_f16_tc_kernel (buckets of kTensorCoreMinBucket tokens and more).
   CUdeviceptr weights_f16_ = 0;
   bool wgmma_ = false;  // the prefill matmul on matmul_f16_wgmma_kernel
-  int wgmma_groups_ = 0;  // its warpgroups per block where fixed (else chosen per launch)
   CUfunction argmax_ = nullptr;  // null for kernels sections without it: StepGreedy then reads the logits
   uint64_t scratch_bytes_ = 0;
   int32_t* host_inputs_ = nullptr;  // pinned
@@ -269,9 +268,6 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   // runs on warpgroup MMA there (KILN_CUDA_WGMMA=0: on mma.sync).
   const char* wgmma = std::getenv("KILN_CUDA_WGMMA");
   ex->wgmma_ = sm == 90 && bundle->sm == 90 && !(wgmma != nullptr && std::string(wgmma) == "0");
-  // KILN_CUDA_WGMMA_GROUPS=1|2 fixes its warpgroups per block (tests cover both; 0 or unset: by launch size).
-  const char* groups = std::getenv("KILN_CUDA_WGMMA_GROUPS");
-  ex->wgmma_groups_ = groups != nullptr && (std::string(groups) == "1" || std::string(groups) == "2") ? std::atoi(groups) : 0;
 
   if (absl::Status s = ex->ComputeRowKinds(); !s.ok()) return s;
   // Every launch's calls, with their functions.
@@ -306,10 +302,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         KILN_CU(api, api.cuFuncSetAttribute(r.functions[kMatmulF16TcSlot],
                                             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, GemmSmemBytes()));
         if (ex->wgmma_) {
-          for (int groups : {1, 2}) {
-            KILN_CU(api, api.cuFuncSetAttribute(r.functions[groups == 2 ? kMatmulF16WgmmaSlot : kMatmulF16Wgmma1Slot],
-                                                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, WgmmaSmemBytes(groups)));
-          }
+          KILN_CU(api, api.cuFuncSetAttribute(r.functions[kMatmulF16WgmmaSlot],
+                                              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, WgmmaSmemBytes()));
         }
       }
       if (c.kind == KernelKind::kAttention) {
@@ -579,17 +573,9 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           if (launched.ok()) {
             const int outputs = c.epilogue == kEpilogueSiluMul ? kGemmN / 2 : kGemmN;
             const unsigned row_tiles = (mp.total_n + outputs - 1) / outputs;
-            if (wgmma_) {
-              // Two warpgroups (128 tokens) per block while that gives every SM two blocks, else one.
-              const unsigned wide = (max_rows + 127) / 128 * row_tiles;
-              const int groups = wgmma_groups_ > 0 ? wgmma_groups_ : wide >= 2u * context_->multiprocessors() ? 2 : 1;
-              launched = launch(rc.functions[groups == 2 ? kMatmulF16WgmmaSlot : kMatmulF16Wgmma1Slot],
-                                (max_rows + 64 * groups - 1) / (64 * groups), row_tiles, 128 * groups,
-                                WgmmaSmemBytes(groups), &mp);
-            } else {
-              launched = launch(rc.functions[kMatmulF16TcSlot], (max_rows + kGemmM - 1) / kGemmM, row_tiles, 256,
-                                GemmSmemBytes(), &mp);
-            }
+            launched = launch(rc.functions[wgmma_ ? kMatmulF16WgmmaSlot : kMatmulF16TcSlot],
+                              (max_rows + kGemmM - 1) / kGemmM, row_tiles, 256,
+                              wgmma_ ? WgmmaSmemBytes() : GemmSmemBytes(), &mp);
           }
         } else if (max_rows >= kTensorCoreMinBucket && !rows_are_logit_rows_[bucket][li]) {
           launched = launch(rc.functions[kActivationsF16Slot], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);

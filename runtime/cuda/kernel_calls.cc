@@ -46,8 +46,7 @@ KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, 
     c.names[kDequantizeSlot] = absl::StrCat("kiln::dequantize_f16_kernel<", storage_template, ">");
   }
   c.names[kMatmulF16TcSlot] = absl::StrCat("kiln::matmul_f16_tc_kernel<", epilogue, ">");
-  c.names[kMatmulF16WgmmaSlot] = absl::StrCat("kiln::matmul_f16_wgmma_kernel<", epilogue, ", 2>");
-  c.names[kMatmulF16Wgmma1Slot] = absl::StrCat("kiln::matmul_f16_wgmma_kernel<", epilogue, ", 1>");
+  c.names[kMatmulF16WgmmaSlot] = absl::StrCat("kiln::matmul_f16_wgmma_kernel<", epilogue, ">");
   c.weights = std::move(weights);
   c.epilogue = epilogue;
   c.norm = norm;

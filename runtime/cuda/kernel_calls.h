@@ -56,9 +56,8 @@ enum MatmulSlot : int {
   kMatmulTileTcSlot = 5,       // matmul_tile_tc_kernel: buckets of 2-63 tokens and larger ones' logit rows
   kDequantizeSlot = 6,         // dequantize_f16_kernel: quantised weights to f16 rows before [7]
   kMatmulF16TcSlot = 7,        // matmul_f16_tc_kernel: larger buckets over f16 weight rows
-  kMatmulF16WgmmaSlot = 8,     // matmul_f16_wgmma_kernel, 2 warpgroups: [7] on sm_90a's warpgroup MMA (sm_90 bundles)
-  kMatmulF16Wgmma1Slot = 9,    // the same, 1 warpgroup (64 tokens) per block: launches of few 128-token tiles
-  kMatmulSlots = 10,
+  kMatmulF16WgmmaSlot = 8,     // matmul_f16_wgmma_kernel: [7] on sm_90a's warpgroup MMA (sm_90 bundles)
+  kMatmulSlots = 9,
 };
 
 struct KernelCall {
