@@ -210,27 +210,15 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_
   // Decode launches of few row blocks split K over ksplit warps per rows
   // (slices interleaved by lane step), combined in order at the end.
   const int ksplit = kTile == 1 ? max(1, p.ksplit) : 1, slice = warp % ksplit;
-  // This warp's rows: per row its weight (q, k or v of a fused launch), its
-  // row there, and its weight rows (gate and up for silu_mul).
-  const int first = (blockIdx.x * (kMatmulWarps / ksplit) + warp / ksplit) * kRows;
-  const bool active = first < p.total_n;
-  int out_weight[kRows], out_row[kRows];
-  const unsigned char* weight_rows[kRows][kParts];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    WeightRowOf<kEpilogue>(p, min(first + r, p.total_n - 1), &out_weight[r], &out_row[r]);
-#pragma unroll
-    for (int w = 0; w < kParts; ++w) {
-      weight_rows[r][w] = Pick(p.w, out_weight[r] + w) + static_cast<long long>(out_row[r]) * p.row_bytes;
-    }
-  }
-  float acc[kRows][kParts][kTile];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int w = 0; w < kParts; ++w)
-#pragma unroll
-      for (int t = 0; t < kTile; ++t) acc[r][w][t] = 0.0f;
+  // Decode launches of more row blocks than fit the GPU at once come as one
+  // wave of blocks that stage the activations once and then take row groups
+  // round by round (the host sizes the grid; a single staged chunk only): no
+  // second partial wave, and one staging per block instead of per 32 rows.
+  const int groups_per_block = kMatmulWarps / ksplit;
+  const int total_groups = (p.total_n + kRows - 1) / kRows;
+  const int rounds = kTile == 1 && p.chunk >= p.k
+                         ? (total_groups + gridDim.x * groups_per_block - 1) / (gridDim.x * groups_per_block)
+                         : 1;
 
   if constexpr (kNorm) {
     double sq[kTile];
@@ -256,109 +244,134 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_
 
   const int xstride = MatmulPaddedLen(p.chunk), sstride = MatmulSumsLen(p.chunk);
   float* sums = xs + kTile * xstride;
-  for (int c0 = 0; c0 < p.k; c0 += p.chunk) {
-    const int len = min(p.chunk, p.k - c0);
-    __syncthreads();  // the previous chunk's readers are done; 1/rms is ready
-    // Stage: each thread four consecutive elements per token; groups of
-    // four threads add up one 16-element sum, groups of eight find a
-    // 32-element group's int8 scale (int8 lanes).
+  for (int round = 0; round < rounds; ++round) {
+    // This warp's rows: per row its weight (q, k or v of a fused launch), its
+    // row there, and its weight rows (gate and up for silu_mul).
+    const int first = ((round * gridDim.x + blockIdx.x) * groups_per_block + warp / ksplit) * kRows;
+    const bool active = first < p.total_n;
+    int out_weight[kRows], out_row[kRows];
+    const unsigned char* weight_rows[kRows][kParts];
 #pragma unroll
-    for (int t = 0; t < kTile; ++t) {
-      if (t >= tiles) break;
-      const float* xr = p.x + static_cast<long long>(t0 + t) * p.k + c0;
-      const float* g = kNorm ? p.gamma + c0 : nullptr;
-      // kStageBatch runs of four per thread are loaded before any is
-      // staged: one L2 round trip per batch, not per run (the loop was a
-      // chain of round trips, 14 for K = 14336).
-      const float inv = kNorm ? inv_rms[t] : 1.0f;
-      for (int base = 0; base < len; base += kStageBatch * 4 * kThreads) {
-        float v[kStageBatch][4];
+    for (int r = 0; r < kRows; ++r) {
+      WeightRowOf<kEpilogue>(p, min(first + r, p.total_n - 1), &out_weight[r], &out_row[r]);
 #pragma unroll
-        for (int b = 0; b < kStageBatch; ++b) LoadActivations4(xr, g, inv, base + (b * kThreads + tid) * 4, len, v[b]);
-#pragma unroll
-        for (int b = 0; b < kStageBatch; ++b) {
-          if (base + b * 4 * kThreads >= len) break;
-          const int i = base + (b * kThreads + tid) * 4;
-          if constexpr (Lane::kInt8) {
-            StageInt8(v[b], i, len, xs + t * xstride, xstride, sums + t * sstride);
-          } else {
-            StageF32(v[b], i, len, xs + t * xstride, sums + t * sstride);
-          }
-        }
+      for (int w = 0; w < kParts; ++w) {
+        weight_rows[r][w] = Pick(p.w, out_weight[r] + w) + static_cast<long long>(out_row[r]) * p.row_bytes;
       }
     }
-    __syncthreads();
-    if (!active) continue;
-    if constexpr (Lane::kInt8) {
-      // Whole 256-element blocks only: K and every chunk are multiples of 256.
-      WalkChunkInt8<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit, xs, xstride, sums, sstride,
-                                                acc);
-    } else {
-      const int full = Lane::Fits(p.k)
-                           ? WalkChunk<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit, xs, xstride,
-                                                                   sums, sstride, acc)
-                           : WalkChunk<LaneDecode8<S>, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit, xs,
-                                                                             xstride, sums, sstride, acc);
-      // Elements past the last whole lane step (rows of plain types of odd
-      // length, a single trailing q8_0 block).
-      for (int e = full + slice * 32 + lane; e < len; e += ksplit * 32) {
-        const int at = StagedIndex(e);
-#pragma unroll
-        for (int r = 0; r < kRows; ++r)
-#pragma unroll
-          for (int w = 0; w < kParts; ++w) {
-            const float wv = DecodeElement<S>(weight_rows[r][w], c0 + e);
-#pragma unroll
-            for (int t = 0; t < kTile; ++t) acc[r][w][t] = fmaf(wv, xs[t * xstride + at], acc[r][w][t]);
-          }
-      }
-    }
-  }
-  if (active) {
+    float acc[kRows][kParts][kTile];
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
 #pragma unroll
       for (int w = 0; w < kParts; ++w)
 #pragma unroll
-        for (int t = 0; t < kTile; ++t) acc[r][w][t] = WarpSum(acc[r][w][t]);
-  }
-  if constexpr (kTile == 1) {
-    if (ksplit > 1) {
-      __shared__ float slice_acc[kMatmulWarps][kRows * kParts];
-      if (active && slice > 0 && lane == 0) {
+        for (int t = 0; t < kTile; ++t) acc[r][w][t] = 0.0f;
+
+    for (int c0 = 0; c0 < p.k; c0 += p.chunk) {
+      const int len = min(p.chunk, p.k - c0);
+      if (round == 0) {  // later rounds reuse the one staged chunk
+        __syncthreads();  // the previous chunk's readers are done; 1/rms is ready
+        // Stage: each thread four consecutive elements per token; groups of
+        // four threads add up one 16-element sum, groups of eight find a
+        // 32-element group's int8 scale (int8 lanes).
 #pragma unroll
-        for (int r = 0; r < kRows; ++r)
+        for (int t = 0; t < kTile; ++t) {
+          if (t >= tiles) break;
+          const float* xr = p.x + static_cast<long long>(t0 + t) * p.k + c0;
+          const float* g = kNorm ? p.gamma + c0 : nullptr;
+          // kStageBatch runs of four per thread are loaded before any is
+          // staged: one L2 round trip per batch, not per run (the loop was a
+          // chain of round trips, 14 for K = 14336).
+          const float inv = kNorm ? inv_rms[t] : 1.0f;
+          for (int base = 0; base < len; base += kStageBatch * 4 * kThreads) {
+            float v[kStageBatch][4];
 #pragma unroll
-          for (int w = 0; w < kParts; ++w) slice_acc[warp][r * kParts + w] = acc[r][w][0];
+            for (int b = 0; b < kStageBatch; ++b) LoadActivations4(xr, g, inv, base + (b * kThreads + tid) * 4, len, v[b]);
+#pragma unroll
+            for (int b = 0; b < kStageBatch; ++b) {
+              if (base + b * 4 * kThreads >= len) break;
+              const int i = base + (b * kThreads + tid) * 4;
+              if constexpr (Lane::kInt8) {
+                StageInt8(v[b], i, len, xs + t * xstride, xstride, sums + t * sstride);
+              } else {
+                StageF32(v[b], i, len, xs + t * xstride, sums + t * sstride);
+              }
+            }
+          }
+        }
+        __syncthreads();
       }
-      __syncthreads();
-      if (slice > 0) return;
-      if (active && lane == 0) {
-        for (int sl = 1; sl < ksplit; ++sl)
+      if (!active) continue;
+      if constexpr (Lane::kInt8) {
+        // Whole 256-element blocks only: K and every chunk are multiples of 256.
+        WalkChunkInt8<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit, xs, xstride, sums, sstride,
+                                                  acc);
+      } else {
+        const int full = Lane::Fits(p.k) ? WalkChunk<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit,
+                                                                                 xs, xstride, sums, sstride, acc)
+                                         : WalkChunk<LaneDecode8<S>, kRows, kParts, kTile>(
+                                               weight_rows, c0, len, lane, slice, ksplit, xs, xstride, sums, sstride, acc);
+        // Elements past the last whole lane step (rows of plain types of odd
+        // length, a single trailing q8_0 block).
+        for (int e = full + slice * 32 + lane; e < len; e += ksplit * 32) {
+          const int at = StagedIndex(e);
 #pragma unroll
           for (int r = 0; r < kRows; ++r)
 #pragma unroll
-            for (int w = 0; w < kParts; ++w) acc[r][w][0] += slice_acc[warp + sl][r * kParts + w];
+            for (int w = 0; w < kParts; ++w) {
+              const float wv = DecodeElement<S>(weight_rows[r][w], c0 + e);
+#pragma unroll
+              for (int t = 0; t < kTile; ++t) acc[r][w][t] = fmaf(wv, xs[t * xstride + at], acc[r][w][t]);
+            }
+        }
       }
     }
-  }
-  if (!active || lane != 0) return;
-  if constexpr (kTile == 1) {
-    if (*p.rows < 1) return;
-  }
+    if (active) {
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    if (first + r >= p.total_n) continue;
-    const int width = Pick(p.n, out_weight[r]);
-    float* y = Pick(p.y, out_weight[r]);
+      for (int r = 0; r < kRows; ++r)
 #pragma unroll
-    for (int t = 0; t < kTile; ++t) {
-      if (t >= tiles) break;
-      const long long at = static_cast<long long>(t0 + t) * width + out_row[r];
-      float v = acc[r][0][t];
-      if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(acc[r][0][t]) * acc[r][kParts - 1][t];
-      if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + p.residual[at];
-      y[at] = v;
+        for (int w = 0; w < kParts; ++w)
+#pragma unroll
+          for (int t = 0; t < kTile; ++t) acc[r][w][t] = WarpSum(acc[r][w][t]);
+    }
+    bool stores = active && lane == 0;
+    if constexpr (kTile == 1) {
+      if (ksplit > 1) {
+        __shared__ float slice_acc[kMatmulWarps][kRows * kParts];
+        if (active && slice > 0 && lane == 0) {
+#pragma unroll
+          for (int r = 0; r < kRows; ++r)
+#pragma unroll
+            for (int w = 0; w < kParts; ++w) slice_acc[warp][r * kParts + w] = acc[r][w][0];
+        }
+        __syncthreads();
+        if (slice == 0 && active && lane == 0) {
+          for (int sl = 1; sl < ksplit; ++sl)
+#pragma unroll
+            for (int r = 0; r < kRows; ++r)
+#pragma unroll
+              for (int w = 0; w < kParts; ++w) acc[r][w][0] += slice_acc[warp + sl][r * kParts + w];
+        }
+        __syncthreads();  // slice_acc is read before a next round writes it
+        stores = stores && slice == 0;
+      }
+      stores = stores && *p.rows >= 1;
+    }
+    if (!stores) continue;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (first + r >= p.total_n) continue;
+      const int width = Pick(p.n, out_weight[r]);
+      float* y = Pick(p.y, out_weight[r]);
+#pragma unroll
+      for (int t = 0; t < kTile; ++t) {
+        if (t >= tiles) break;
+        const long long at = static_cast<long long>(t0 + t) * width + out_row[r];
+        float v = acc[r][0][t];
+        if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(acc[r][0][t]) * acc[r][kParts - 1][t];
+        if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + p.residual[at];
+        y[at] = v;
+      }
     }
   }
 }

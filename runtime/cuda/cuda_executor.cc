@@ -604,7 +604,11 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           mp.ksplit = tiled ? 1 : MatmulKSplit(row_blocks, context_->multiprocessors());
           const int per_block = kMatmulWarps / mp.ksplit * rows_per_warp;
           mp.chunk = MatmulChunk(mp.k, tile);
-          launched = launch(rc.functions[tiled ? kMatmulTiledSlot : kMatmulDecodeSlot], (mp.total_n + per_block - 1) / per_block,
+          int blocks = (mp.total_n + per_block - 1) / per_block;
+          // Decode launches of more blocks than fit at once (two per SM): one
+          // wave whose blocks take row groups in rounds (matmul_kernel).
+          if (!tiled && mp.ksplit == 1 && mp.chunk >= mp.k) blocks = std::min(blocks, 2 * context_->multiprocessors());
+          launched = launch(rc.functions[tiled ? kMatmulTiledSlot : kMatmulDecodeSlot], blocks,
                             (max_rows + tile - 1) / tile, 32 * kMatmulWarps,
                             static_cast<unsigned>(MatmulSmemFloats(mp.chunk, tile) * sizeof(float)), &mp);
         }
