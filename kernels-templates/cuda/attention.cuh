@@ -211,14 +211,13 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
     for (int w = 0; w < kAttnWarps; ++w) acc += warp_o[w][d] * scale_w[w];
     part[2 + d] = acc;
   }
-  // The last slice to get here merges. The block's partial writes reach
-  // thread 0 through the barrier, and its fence (cumulative) orders them
-  // before the count; the merging block reads the others' past L1 (__ldcg).
+  // The last slice to get here merges: its partial writes are made visible
+  // before the count, and the others' are read past L1 (__ldcg).
   __shared__ bool last;
+  __threadfence();
   __syncthreads();
   const int used = (n + slice - 1) / slice;
   if (threadIdx.x == 0) {
-    __threadfence();
     last = atomicAdd(p.split_done + th, 1u) == static_cast<unsigned>(used - 1);
     if (last) p.split_done[th] = 0;  // ready for the next step (the graph replays)
   }

@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(128) attention_prefill_kernel(AttentionParams 
     {
       // Two threads per position, each half of its dims: one page lookup,
       // then kBatch 16-byte loads of K and of V in flight at a time.
-      constexpr int kHalf = kD / 2, kBatch = 8;
+      constexpr int kHalf = kD / 2, kBatch = 4;
       const int r = threadIdx.x / 2, d0 = (threadIdx.x % 2) * kHalf, j = j0 + r;
       const float* krow = nullptr;
       const float* vrow = nullptr;

@@ -607,9 +607,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           int blocks = (mp.total_n + per_block - 1) / per_block;
           // Decode launches of more blocks than fit at once (two per SM): one
           // wave whose blocks take row groups in rounds (matmul_kernel).
-          if (!tiled && mp.ksplit == 1 && mp.chunk >= mp.k && std::getenv("KILN_CUDA_DECODE_ROUNDS") == nullptr) {
-            blocks = std::min(blocks, 2 * context_->multiprocessors());
-          }
+          if (!tiled && mp.ksplit == 1 && mp.chunk >= mp.k) blocks = std::min(blocks, 2 * context_->multiprocessors());
           launched = launch(rc.functions[tiled ? kMatmulTiledSlot : kMatmulDecodeSlot], blocks,
                             (max_rows + tile - 1) / tile, 32 * kMatmulWarps,
                             static_cast<unsigned>(MatmulSmemFloats(mp.chunk, tile) * sizeof(float)), &mp);
