@@ -257,6 +257,14 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         "the artifact's CUDA kernels are for sm_%d but %s is sm_%d (recompile with --target cuda:sm_%d)", bundle->sm,
         ex->context_->name(), sm, sm));
   }
+  // sm_90 kernels are compiled for sm_90a (codegen/ptx): neither their
+  // cubin nor their PTX runs on another SM.
+  if (bundle->sm == 90 && sm != 90) {
+    return absl::UnavailableError(absl::StrFormat(
+        "the artifact's CUDA kernels are for sm_90a (Hopper's warpgroup MMA), which runs on sm_90 GPUs only, but %s is "
+        "sm_%d (recompile with --target cuda:sm_%d)",
+        ex->context_->name(), sm, sm));
+  }
   std::string module_image;
   const void* image = bundle->cubin.data();
   if (!use_cubin) {

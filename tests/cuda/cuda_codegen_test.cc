@@ -175,6 +175,15 @@ TEST(CudaCodegen, Llama3ShapedPlansCompileForSm90) {
     EXPECT_NE(bundle->Find("kiln::attention_kernel<128>"), nullptr);
     EXPECT_NE(bundle->Find(absl::StrCat("kiln::matmul_tc_kernel<", *cuda::StorageTemplate(storage), ", 1>")), nullptr);
     EXPECT_NE(bundle->Find("kiln::matmul_f16_tc_kernel<1>"), nullptr);
+    // sm_90 compiles for sm_90a: the prefill matmul on warpgroup MMA, two
+    // blocks per SM (at most 128 registers) and nothing spilled.
+    EXPECT_TRUE(absl::StrContains(bundle->ptx, ".target sm_90a"));
+    for (int epilogue : {0, 1, 2}) {
+      const cuda::BundleKernel* wgmma = bundle->Find(absl::StrCat("kiln::matmul_f16_wgmma_kernel<", epilogue, ">"));
+      ASSERT_NE(wgmma, nullptr) << epilogue;
+      EXPECT_LE(wgmma->registers, 128) << epilogue;
+      EXPECT_EQ(wgmma->spill_store_bytes, 0) << epilogue;
+    }
     // f16 rows are read in place; quantised ones are decoded to f16 first.
     const cuda::BundleKernel* dequantize =
         bundle->Find(absl::StrCat("kiln::dequantize_f16_kernel<", *cuda::StorageTemplate(storage), ">"));
