@@ -27,8 +27,10 @@ namespace kiln::cuda {
 // rows (MatmulParams::ksplit, MatmulKSplit).
 // 4: buckets of 64 tokens and more run matmul_f16_tc_kernel over f16 weight
 // rows (dequantize_f16_kernel first for quantised weights).
-// 5: the last split-K attention slice merges (AttentionParams::split_done);
-// no attention_combine_kernel.
+// 5: the last split-K attention slice merges (AttentionParams::split_done;
+// no attention_combine_kernel), one-token steps append K/V inside
+// attention_kernel (AttentionParams::append), and sm_90 bundles carry
+// matmul_f16_wgmma_kernel (sm_90a) for the prefill matmul.
 constexpr uint32_t kBundleVersion = 5;
 
 struct BundleKernel {
