@@ -58,6 +58,21 @@ __device__ __forceinline__ void StoreOutput(const MatmulParams& p, int token, in
   Pick(p.y, wi)[at] = v;
 }
 
+// The f16 weight row of tile row r of a tensor-core block whose outputs
+// start at n0: output n0 + r, or for silu_mul (half the tile per weight)
+// the gate row (r < kGemmN / 2) or the up row of output n0 + r % (kGemmN / 2).
+// *ok: the row exists (if not, the pointer still names a row to copy zeros from).
+template <int kEpilogue>
+__device__ __forceinline__ const unsigned short* TileWeightRow(const MatmulParams& p, int n0, int r, bool* ok) {
+  constexpr bool kPair = kEpilogue == kEpilogueSiluMul;
+  const int out = n0 + (kPair ? r % (kGemmN / 2) : r);
+  *ok = out < p.total_n;
+  int wi = 0, n = 0;
+  if (*ok) WeightRowOf<kEpilogue>(p, out, &wi, &n);
+  if constexpr (kPair) wi = r / (kGemmN / 2);
+  return reinterpret_cast<const unsigned short*>(Pick(p.w, wi) + static_cast<long long>(n) * p.row_bytes);
+}
+
 // Four activation floats at x[i..i+3] of a row of `len` (zeros past it),
 // normalised when gamma is given.
 __device__ __forceinline__ void LoadActivations4(const float* x, const float* gamma, float inv_rms, int i, int len,

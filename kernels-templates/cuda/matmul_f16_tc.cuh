@@ -58,13 +58,7 @@ __global__ void __launch_bounds__(256, 2) matmul_f16_tc_kernel(MatmulParams p) {
     const int token = t0 + r;
     a_ok[h] = token < rows;
     a_src[h] = p.x_f16 + static_cast<long long>(a_ok[h] ? token : 0) * p.k + copy_col;
-    // Tile row r: output n0 + r, or for silu_mul gate (h 0) / up (h 1) of output n0 + r - 64 h.
-    const int out = n0 + (kParts == 2 ? copy_row : r);
-    b_ok[h] = out < p.total_n;
-    int wi = 0, n = 0;
-    if (b_ok[h]) WeightRowOf<kEpilogue>(p, out, &wi, &n);
-    if constexpr (kParts == 2) wi = h;
-    b_src[h] = reinterpret_cast<const unsigned short*>(Pick(p.w, wi) + static_cast<long long>(n) * p.row_bytes) + copy_col;
+    b_src[h] = TileWeightRow<kEpilogue>(p, n0, r, &b_ok[h]) + copy_col;
   }
   auto copy_step = [&](int stage, int k0) {
     const unsigned base = smem + stage * kStageHalves * 2;

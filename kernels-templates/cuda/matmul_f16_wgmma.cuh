@@ -100,14 +100,7 @@ __global__ void __launch_bounds__(256, 2) matmul_f16_wgmma_kernel(MatmulParams p
     const int token = t0 + r;
     a_ok[i] = token < rows;
     a_src[i] = p.x_f16 + static_cast<long long>(a_ok[i] ? token : 0) * p.k + copy_chunk * 8;
-    // Tile row r: output n0 + r, or for silu_mul gate (r < 64) / up of output n0 + r % 64.
-    const int out = n0 + (kParts == 2 ? r % 64 : r);
-    b_ok[i] = out < p.total_n;
-    int wi = 0, n = 0;
-    if (b_ok[i]) WeightRowOf<kEpilogue>(p, out, &wi, &n);
-    if constexpr (kParts == 2) wi = r / 64;
-    b_src[i] = reinterpret_cast<const unsigned short*>(Pick(p.w, wi) + static_cast<long long>(n) * p.row_bytes) +
-               copy_chunk * 8;
+    b_src[i] = TileWeightRow<kEpilogue>(p, n0, r, &b_ok[i]) + copy_chunk * 8;
   }
   auto copy_step = [&](int stage, int k0) {
     const unsigned base = smem + stage * kStageBytes;
