@@ -8,5 +8,6 @@
 #include "matmul_f16_tc.cuh"
 #include "matmul_f16_wgmma.cuh"
 #include "matmul_tc.cuh"
+#include "matmul_tile_int8.cuh"
 #include "matmul_tile_tc.cuh"
 #include "rows.cuh"

@@ -31,7 +31,9 @@ namespace kiln::cuda {
 // no attention_combine_kernel), one-token steps append K/V inside
 // attention_kernel (AttentionParams::append), and sm_90 bundles carry
 // matmul_f16_wgmma_kernel (sm_90a) for the prefill matmul.
-constexpr uint32_t kBundleVersion = 5;
+// 6: q4_K buckets of 2-63 tokens run matmul_tile_int8_kernel after
+// activations_int8_kernel (MatmulParams::x_i8, x_meta; two more matmul slots).
+constexpr uint32_t kBundleVersion = 6;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

@@ -125,6 +125,7 @@ class CudaExecutor final : public Executor {
   // matmul_f16_tc_kernel (buckets of kTensorCoreMinBucket tokens and more).
   CUdeviceptr weights_f16_ = 0;
   bool wgmma_ = false;  // the prefill matmul on matmul_f16_wgmma_kernel
+  bool tile_int8_ = true;  // q4_K's small buckets on matmul_tile_int8_kernel
   CUfunction argmax_ = nullptr;  // null for kernels sections without it: StepGreedy then reads the logits
   uint64_t scratch_bytes_ = 0;
   int32_t* host_inputs_ = nullptr;  // pinned
@@ -276,6 +277,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   // runs on warpgroup MMA there (KILN_CUDA_WGMMA=0: on mma.sync).
   const char* wgmma = std::getenv("KILN_CUDA_WGMMA");
   ex->wgmma_ = sm == 90 && bundle->sm == 90 && !(wgmma != nullptr && std::string(wgmma) == "0");
+  // q4_K's buckets of 2-63 tokens run on the integer tensor cores
+  // (KILN_CUDA_TILE_INT8=0: on matmul_tile_tc_kernel's f16 path).
+  const char* tile_int8 = std::getenv("KILN_CUDA_TILE_INT8");
+  ex->tile_int8_ = !(tile_int8 != nullptr && std::string(tile_int8) == "0");
 
   if (absl::Status s = ex->ComputeRowKinds(); !s.ok()) return s;
   // Every launch's calls, with their functions.
@@ -309,6 +314,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         }
         KILN_CU(api, api.cuFuncSetAttribute(r.functions[kMatmulF16TcSlot],
                                             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, GemmSmemBytes()));
+        if (c.has_tile_int8()) {
+          KILN_CU(api, api.cuFuncSetAttribute(r.functions[kMatmulTileInt8Slot],
+                                              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kTileInt8SmemMax));
+        }
         if (ex->wgmma_) {
           KILN_CU(api, api.cuFuncSetAttribute(r.functions[kMatmulF16WgmmaSlot],
                                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, WgmmaSmemBytes()));
@@ -339,11 +348,13 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
           }
           weights_f16_halves = std::max(weights_f16_halves, rows * width);
         }
-        if (c.has_tile_tc()) {
+        if (c.has_tile_tc() || c.has_tile_int8()) {
           int64_t small = 0;
           for (int64_t b : p.buckets) small = b < kTensorCoreMinBucket ? b : small;
           if (ex->rows_are_logit_rows_.back()[li]) small = p.buckets.back();
-          x_f16_halves = std::max(x_f16_halves, small * (2 * width + 2 * (width / 32)));
+          if (c.has_tile_tc()) x_f16_halves = std::max(x_f16_halves, small * (2 * width + 2 * (width / 32)));
+          // The int8 tile kernel's codes (a byte each) and float4 per 32 elements.
+          if (c.has_tile_int8()) x_f16_halves = std::max(x_f16_halves, (small * width + small * (width / 32) * 16 + 1) / 2);
         }
       }
       if (c.to_scratch) {
@@ -589,6 +600,27 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           launched = launch(rc.functions[kActivationsF16Slot], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);
           if (launched.ok()) {
             launched = launch(rc.functions[kMatmulTcSlot], (mp.total_n + 63) / 64, (max_rows + 127) / 128, 256, 0, &mp);
+          }
+        } else if (max_rows > 1 && tile_int8_ && rc.call.has_tile_int8() && mp.k % 256 == 0 &&
+                   TileInt8SmemBytes(mp.k) <= kTileInt8SmemMax) {
+          // q4_K's buckets of 2-63 tokens and the logit rows of larger ones:
+          // x as int8 codes, then its float4 per 32 elements (16-byte aligned: K is a multiple of 256).
+          ActivationsInt8Params ip{};
+          ip.x = mp.x;
+          ip.gamma = mp.gamma;
+          ip.eps = mp.eps;
+          ip.k = mp.k;
+          ip.rows = rows;
+          ip.codes = reinterpret_cast<signed char*>(x_f16_);
+          ip.meta = reinterpret_cast<float*>(x_f16_ + static_cast<CUdeviceptr>(max_rows) * mp.k);
+          mp.x_i8 = ip.codes;
+          mp.x_meta = ip.meta;
+          launched = launch(rc.functions[kActivationsInt8Slot], max_rows, 1, kActivationsInt8Threads, 0, &ip);
+          if (launched.ok()) {
+            const int per_block = TileInt8RowsPerBlock(c.epilogue);
+            launched = launch(rc.functions[kMatmulTileInt8Slot], (mp.total_n + per_block - 1) / per_block,
+                              (max_rows + kTileInt8Tokens - 1) / kTileInt8Tokens, 32 * kTileInt8Warps,
+                              TileInt8SmemBytes(mp.k), &mp);
           }
         } else if (max_rows > 1 && rc.call.has_tile_tc() && mp.k % 32 == 0) {
           // Buckets of 2-63 tokens, and the logit rows of larger ones (few:

@@ -41,6 +41,10 @@ KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, 
     c.names[kActivationsSplitSlot] = absl::StrCat("kiln::activations_f16_kernel<", norm_arg, ", true>");
     c.names[kMatmulTileTcSlot] = absl::StrCat("kiln::matmul_tile_tc_kernel<", storage_template, ", ", epilogue, ">");
   }
+  if (storage_template == "kiln::StorageQ4_K") {
+    c.names[kActivationsInt8Slot] = absl::StrCat("kiln::activations_int8_kernel<", norm_arg, ">");
+    c.names[kMatmulTileInt8Slot] = absl::StrCat("kiln::matmul_tile_int8_kernel<", storage_template, ", ", epilogue, ">");
+  }
   // f16 rows are read in place; other storages are decoded to f16 first.
   if (storage_template != "kiln::StorageF16") {
     c.names[kDequantizeSlot] = absl::StrCat("kiln::dequantize_f16_kernel<", storage_template, ">");

@@ -57,7 +57,9 @@ enum MatmulSlot : int {
   kDequantizeSlot = 6,         // dequantize_f16_kernel: quantised weights to f16 rows before [7]
   kMatmulF16TcSlot = 7,        // matmul_f16_tc_kernel: larger buckets over f16 weight rows
   kMatmulF16WgmmaSlot = 8,     // matmul_f16_wgmma_kernel: [7] on sm_90a's warpgroup MMA (sm_90 bundles)
-  kMatmulSlots = 9,
+  kActivationsInt8Slot = 9,    // activations_int8_kernel: x as int8 codes + per-32 scales and sums, before [10]
+  kMatmulTileInt8Slot = 10,    // matmul_tile_int8_kernel: [5] for q4_K on integer tensor cores
+  kMatmulSlots = 11,
 };
 
 struct KernelCall {
@@ -67,6 +69,8 @@ struct KernelCall {
   std::vector<std::string> names;
   // Whether `names` has the tile tensor-core pair [4], [5].
   bool has_tile_tc() const { return names.size() > kMatmulTileTcSlot && !names[kMatmulTileTcSlot].empty(); }
+  // Whether `names` has the int8 tile pair [9], [10].
+  bool has_tile_int8() const { return names.size() > kMatmulTileInt8Slot && !names[kMatmulTileInt8Slot].empty(); }
   // kMatmul: the launch's weight indices (weight<i>) this call covers; with
   // `to_scratch` its outputs go to scratch buffers 0.. instead of results.
   std::vector<int> weights;
