@@ -73,6 +73,40 @@ __device__ __forceinline__ const unsigned short* TileWeightRow(const MatmulParam
   return reinterpret_cast<const unsigned short*>(Pick(p.w, wi) + static_cast<long long>(n) * p.row_bytes);
 }
 
+// The end of the small-bucket tensor-core kernels: kWarps warps each hold
+// sums over their slice of K for the same 16-row MMA tiles x 8 tokens (C
+// fragments: rows g, g + 8 of tile t, tokens 2q, 2q + 1); warp 0 adds them
+// and stores outputs n0 + 16 t + ... of tokens t0 + ... below `rows`.
+template <int kWarps, int kEpilogue, int kTiles, int kParts>
+__device__ __forceinline__ void AddWarpSlicesAndStore(const MatmulParams& p, float (&acc)[kTiles][kParts][4], int n0,
+                                                      int t0, int rows) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  constexpr int kSums = kTiles * kParts * 4;
+  __shared__ float partial[kWarps][kSums][32];
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+    for (int w = 0; w < kParts; ++w)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) partial[warp][(t * kParts + w) * 4 + r][lane] = acc[t][w][r];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int i = 0; i < kSums; ++i) {
+    float v = 0.0f;
+#pragma unroll
+    for (int wp = 0; wp < kWarps; ++wp) v += partial[wp][i][lane];
+    acc[i / (4 * kParts)][(i / 4) % kParts][i % 4] = v;
+  }
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int tok = t0 + 2 * q + (r % 2), out = n0 + 16 * t + 8 * (r / 2) + g;
+      if (out < p.total_n && tok < rows) StoreOutput<kEpilogue>(p, tok, out, acc[t][0][r], acc[t][kParts - 1][r]);
+    }
+}
+
 // Four activation floats at x[i..i+3] of a row of `len` (zeros past it),
 // normalised when gamma is given.
 __device__ __forceinline__ void LoadActivations4(const float* x, const float* gamma, float inv_rms, int i, int len,
@@ -114,20 +148,30 @@ __device__ __forceinline__ void StageF32(const float (&v)[4], int i, int len, fl
 // Int8Scales, and four the exact sum of each 16 (as for f32) and what the
 // codes miss of it, sum_i (x_i - dx c_i), to its Int8Residuals. Chunks are
 // whole 256-element blocks here.
-__device__ __forceinline__ void StageInt8(const float (&v)[4], int i, int len, float* staged, int xstride, float* sums) {
+// Four activations v of a 32-element group held by 8 consecutive lanes as
+// int8 codes c = rint(v 127 / max|v|) (packed, element order), the group's
+// scale dx = max|v| / 127, and this lane's sum of v and of v - dx c.
+__device__ __forceinline__ unsigned QuantiseInt8Run(const float (&v)[4], float* dx, float* sum, float* miss) {
   float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
 #pragma unroll
   for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float dx = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  *dx = amax / 127.0f;
+  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
   unsigned packed = 0;
-  float s = 0.0f, miss = 0.0f;
+  *sum = *miss = 0.0f;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int c = __float2int_rn(v[j] * inv);
     packed |= (static_cast<unsigned>(c) & 0xFFu) << (8 * j);
-    s += v[j];
-    miss += v[j] - dx * static_cast<float>(c);
+    *sum += v[j];
+    *miss += v[j] - *dx * static_cast<float>(c);
   }
+  return packed;
+}
+
+__device__ __forceinline__ void StageInt8(const float (&v)[4], int i, int len, float* staged, int xstride, float* sums) {
+  float dx, s, miss;
+  const unsigned packed = QuantiseInt8Run(v, &dx, &s, &miss);
 #pragma unroll
   for (int o = 1; o < 4; o <<= 1) {
     s += __shfl_xor_sync(0xffffffffu, s, o);

@@ -85,19 +85,8 @@ __global__ void __launch_bounds__(kActivationsInt8Threads) activations_int8_kern
 #pragma unroll
         for (int j = 0; j < 4; ++j) e[j] = __fmul_rn(__fmul_rn(e[j], inv_rms), g[j]);
       }
-      float amax = fmaxf(fmaxf(fabsf(e[0]), fabsf(e[1])), fmaxf(fabsf(e[2]), fabsf(e[3])));
-#pragma unroll
-      for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-      const float dx = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-      unsigned packed = 0;
-      float sum = 0.0f, miss = 0.0f;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int c = __float2int_rn(e[j] * inv);
-        packed |= (static_cast<unsigned>(c) & 0xFFu) << (8 * j);
-        sum += e[j];
-        miss += e[j] - dx * static_cast<float>(c);
-      }
+      float dx, sum, miss;
+      const unsigned packed = QuantiseInt8Run(e, &dx, &sum, &miss);
 #pragma unroll
       for (int o = 1; o < 8; o <<= 1) {
         sum += __shfl_xor_sync(0xffffffffu, sum, o);
@@ -266,31 +255,7 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
     }
   }
 
-  // The warps' K slices, added by warp 0.
-  constexpr int kSums = kTiles * kParts * 4;
-  __shared__ float partial[kTileInt8Warps][kSums][32];
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-    for (int w = 0; w < kParts; ++w)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) partial[warp][(t * kParts + w) * 4 + r][lane] = acc[t][w][r];
-  __syncthreads();
-  if (warp != 0) return;
-#pragma unroll
-  for (int i = 0; i < kSums; ++i) {
-    float v = 0.0f;
-#pragma unroll
-    for (int wp = 0; wp < kTileInt8Warps; ++wp) v += partial[wp][i][lane];
-    acc[i / (4 * kParts)][(i / 4) % kParts][i % 4] = v;
-  }
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int tok = t0 + 2 * q + (r % 2), out = n0 + 16 * t + 8 * (r / 2) + g;
-      if (out < p.total_n && tok < rows) StoreOutput<kEpilogue>(p, tok, out, acc[t][0][r], acc[t][kParts - 1][r]);
-    }
+  AddWarpSlicesAndStore<kTileInt8Warps, kEpilogue>(p, acc, n0, t0, rows);
 }
 
 }  // namespace kiln

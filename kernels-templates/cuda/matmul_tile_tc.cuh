@@ -246,32 +246,7 @@ __global__ void __launch_bounds__(32 * kTileTcWarps, 2) matmul_tile_tc_kernel(Ma
     TileSpan<S, kParts, 1>(wrow, 32 * (steps - 1), q, token_ok, xhi, xlo, sums0, sums1, acc);
   }
 
-  // The warps' K slices, added by warp 0.
-  constexpr int kSums = kTileTcTiles * kParts * 4;
-  __shared__ float partial[kTileTcWarps][kSums][32];
-#pragma unroll
-  for (int t = 0; t < kTileTcTiles; ++t)
-#pragma unroll
-    for (int w = 0; w < kParts; ++w)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) partial[warp][(t * kParts + w) * 4 + r][lane] = acc[t][w][r];
-  __syncthreads();
-  if (warp != 0) return;
-#pragma unroll
-  for (int i = 0; i < kSums; ++i) {
-    float v = 0.0f;
-#pragma unroll
-    for (int wp = 0; wp < kTileTcWarps; ++wp) v += partial[wp][i][lane];
-    acc[i / (4 * kParts)][(i / 4) % kParts][i % 4] = v;
-  }
-#pragma unroll
-  for (int t = 0; t < kTileTcTiles; ++t)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int half = 2 * t + r / 2, tok = t0 + 2 * q + (r % 2);
-      const int out = n0 + g + 8 * half;
-      if (out < p.total_n && tok < rows) StoreOutput<kEpilogue>(p, tok, out, acc[t][0][r], acc[t][kParts - 1][r]);
-    }
+  AddWarpSlicesAndStore<kTileTcWarps, kEpilogue>(p, acc, n0, t0, rows);
 }
 
 }  // namespace kiln
