@@ -69,7 +69,11 @@ class CudaExecutor final : public Executor {
   // instead of R x n_vocab logits.
   absl::StatusOr<std::span<const int32_t>> StepGreedy(const StepBatch& batch) override;
   std::string Describe() const override {
-    return absl::StrFormat("cuda (%s, sm_%d, %d SMs)", context_->name(), context_->sm(), context_->multiprocessors());
+    std::string d = absl::StrFormat("cuda (%s, sm_%d, %d SMs", context_->name(), context_->sm(), context_->multiprocessors());
+    if (resident_f16_bytes_ > 0) {
+      absl::StrAppendFormat(&d, "; f16 copy of the weights for prefill: %.1f GiB", resident_f16_bytes_ / 1073741824.0);
+    }
+    return d + ")";
   }
   const Plan& plan() const override { return plan_; }
   int64_t num_pages() const override { return num_pages_; }
@@ -85,6 +89,9 @@ class CudaExecutor final : public Executor {
   struct ResolvedCall {
     KernelCall call;
     std::vector<CUfunction> functions;  // per name
+    // Where this call's weights sit decoded to f16 in resident_f16_ (halves),
+    // decoded once at load for the prefill matmul; -1: decoded per step.
+    int64_t resident_f16 = -1;
   };
 
   // A weight's bytes on their way to the device: converted (owned) or the
@@ -95,6 +102,9 @@ class CudaExecutor final : public Executor {
     std::span<const uint8_t> bytes;
   };
   absl::Status BindWeights(const WeightSource& weights, uint64_t* offset, std::vector<WeightUpload>* uploads);
+  // dequantize_f16_kernel's parameters for matmul call `c` of launch `l`:
+  // its weights' rows one after another in f16 at `y`.
+  absl::StatusOr<DequantizeParams> DequantizeParamsOf(const PlanLaunch& l, const KernelCall& c, unsigned short* y) const;
   absl::Status ComputeRowKinds();
   // Whether matmul call `c` of launch `li` runs matmul_f16_tc_kernel in
   // `bucket`: buckets of kTensorCoreMinBucket tokens and more, K a multiple
@@ -124,6 +134,12 @@ class CudaExecutor final : public Executor {
   // Quantised weights of the launch at hand decoded to f16 rows, for
   // matmul_f16_tc_kernel (buckets of kTensorCoreMinBucket tokens and more).
   CUdeviceptr weights_f16_ = 0;
+  // Every prefill matmul's quantised weights decoded to f16 once at load, so
+  // prefill steps skip the per-step decode pass (weights_f16_ is then
+  // unused). Opt-in (KILN_CUDA_RESIDENT_F16=1) until measured on a GPU:
+  // written in a session whose device time had run out.
+  CUdeviceptr resident_f16_ = 0;
+  int64_t resident_f16_bytes_ = 0;
   bool wgmma_ = false;  // the prefill matmul on matmul_f16_wgmma_kernel
   bool tile_int8_ = true;  // q4_K's small buckets on matmul_tile_int8_kernel
   CUfunction argmax_ = nullptr;  // null for kernels sections without it: StepGreedy then reads the logits
@@ -284,7 +300,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
 
   if (absl::Status s = ex->ComputeRowKinds(); !s.ok()) return s;
   // Every launch's calls, with their functions.
-  int64_t scratch_floats = 0, partial_floats = 0, split_counters = 0, x_f16_halves = 0, weights_f16_halves = 0;
+  int64_t scratch_floats = 0, partial_floats = 0, split_counters = 0, x_f16_halves = 0, weights_f16_halves = 0,
+          resident_f16_halves = 0;
   for (size_t li = 0; li < p.launches.size(); ++li) {
     const PlanLaunch& l = p.launches[li];
     absl::StatusOr<std::vector<KernelCall>> calls = LowerLaunch(p, l);
@@ -339,7 +356,9 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         // f16 activations of the tensor-core matmul; for the 2-63-token
         // buckets' tile kernel, hi and lo halves and sums per 32 (in halves).
         if (p.buckets.back() >= kTensorCoreMinBucket) x_f16_halves = std::max(x_f16_halves, p.buckets.back() * width);
-        if (ex->UsesF16Weights(c, li, p.buckets.size() - 1, width) && !c.names[kDequantizeSlot].empty()) {
+        bool f16_rows = false;  // some bucket's matmul reads this call's weights as f16 rows
+        for (size_t b = 0; b < p.buckets.size(); ++b) f16_rows = f16_rows || ex->UsesF16Weights(c, li, b, width);
+        if (f16_rows && !c.names[kDequantizeSlot].empty()) {
           int64_t rows = 0;
           for (int wi : c.weights) {
             const PlanBinding* b = l.Find(l.op == "fused_matmul" ? absl::StrCat("weight", wi) : std::string("weight"));
@@ -347,6 +366,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
             rows += w ? w->shape.front() : 0;
           }
           weights_f16_halves = std::max(weights_f16_halves, rows * width);
+          r.resident_f16 = resident_f16_halves;
+          resident_f16_halves += (rows * width + 127) / 128 * 128;  // 256-byte aligned rows start
         }
         if (c.has_tile_tc() || c.has_tile_int8()) {
           int64_t small = 0;
@@ -396,14 +417,16 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
     uint64_t arena, scratch, partials, x_f16, weights_f16, inputs, greedy, split_done, rope_start, end;
   };
   ex->scratch_bytes_ = scratch_floats * sizeof(float);
-  auto tail = [&](int64_t pages) {
+  // `resident`: the f16 region holds every prefill matmul's weights
+  // (resident_f16_halves), not one launch's at a time (weights_f16_halves).
+  auto tail = [&](int64_t pages, bool resident) {
     Tail t;
     t.arena = AlignUp(pool_offset + pages * page_bytes);
     t.scratch = AlignUp(t.arena + p.arena_bytes.back());
     t.partials = AlignUp(t.scratch + ex->scratch_bytes_);
     t.x_f16 = AlignUp(t.partials + partial_floats * sizeof(float));
     t.weights_f16 = AlignUp(t.x_f16 + x_f16_halves * sizeof(uint16_t));
-    t.inputs = AlignUp(t.weights_f16 + weights_f16_halves * sizeof(uint16_t));
+    t.inputs = AlignUp(t.weights_f16 + (resident ? resident_f16_halves : weights_f16_halves) * sizeof(uint16_t));
     t.greedy = AlignUp(t.inputs + ex->layout_.total * sizeof(int32_t));
     t.split_done = AlignUp(t.greedy + max_tokens * sizeof(int32_t));
     t.rope_start = AlignUp(t.split_done + split_counters * sizeof(uint32_t));
@@ -411,17 +434,33 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
     for (const auto& [key, table] : rope_tables) t.end = AlignUp(t.end + table.size() * sizeof(float));
     return t;
   };
+  size_t free = 0, total = 0;
+  KILN_CU(api, api.cuMemGetInfo(&free, &total));
+  // With KILN_CUDA_RESIDENT_F16=1: quantised weights decoded to f16 once
+  // at load, for the prefill matmul, when that costs an automatic KV pool at
+  // most a quarter of its memory (an explicit pool: when both fit in 95% of
+  // the free memory).
+  const char* resident_env = std::getenv("KILN_CUDA_RESIDENT_F16");
+  bool resident = resident_f16_halves > 0 && resident_env != nullptr && std::string(resident_env) == "1";
+  if (resident && options.num_pages == 0 && options.gpu_kv_fraction > 0) {
+    const uint64_t with = tail(0, true).end, without = tail(0, false).end;
+    resident = free > with && free - with >= (free > without ? free - without : 0) / 4 * 3;
+  } else if (resident) {
+    resident = tail(ex->num_pages_, true).end <= free / 20 * 19;
+  }
+  if (!resident) {
+    for (auto& calls : ex->calls_)
+      for (ResolvedCall& rc : calls) rc.resident_f16 = -1;
+  }
   if (options.num_pages == 0 && options.gpu_kv_fraction > 0) {
-    size_t free = 0, total = 0;
-    KILN_CU(api, api.cuMemGetInfo(&free, &total));
-    const uint64_t others = tail(0).end;
+    const uint64_t others = tail(0, resident).end;
     absl::StatusOr<int64_t> pages =
         KvPagesForFreeMemory(free > others ? free - others : 0, options.gpu_kv_fraction, page_bytes,
                              options.max_kv_pages, "device memory free after the weights");
     if (!pages.ok()) return pages.status();
     ex->num_pages_ = *pages;
   }
-  const Tail t = tail(ex->num_pages_);
+  const Tail t = tail(ex->num_pages_, resident);
   const uint64_t arena_offset = t.arena, scratch_offset = t.scratch, partials_offset = t.partials,
                  x_f16_offset = t.x_f16, weights_f16_offset = t.weights_f16, inputs_offset = t.inputs, greedy_offset = t.greedy,
                  split_done_offset = t.split_done, rope_start = t.rope_start;
@@ -447,6 +486,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->partials_ = ex->device_ + partials_offset;
   ex->x_f16_ = ex->device_ + x_f16_offset;
   ex->weights_f16_ = ex->device_ + weights_f16_offset;
+  if (resident) {
+    ex->resident_f16_ = ex->weights_f16_;
+    ex->resident_f16_bytes_ = resident_f16_halves * static_cast<int64_t>(sizeof(uint16_t));
+  }
   ex->greedy_ids_ = ex->device_ + greedy_offset;
   ex->split_done_ = ex->device_ + split_done_offset;
   if (const BundleKernel* k = bundle->Find(kGreedyArgmaxKernel)) {
@@ -461,6 +504,23 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   KILN_CU(api, api.cuMemsetD8(ex->inputs_, 0, rope_start - inputs_offset));
 
   KILN_CU(api, api.cuStreamCreate(&ex->stream_, CU_STREAM_NON_BLOCKING));
+  if (resident) {
+    for (size_t li = 0; li < p.launches.size(); ++li) {
+      for (const ResolvedCall& rc : ex->calls_[li]) {
+        if (rc.resident_f16 < 0) continue;
+        absl::StatusOr<DequantizeParams> dp = ex->DequantizeParamsOf(
+            p.launches[li], rc.call, reinterpret_cast<unsigned short*>(ex->resident_f16_) + rc.resident_f16);
+        if (!dp.ok()) return dp.status();
+        int rows = 0;
+        for (int i = 0; i < dp->num_weights; ++i) rows += dp->n[i];
+        if (absl::Status s = ex->Launch(rc.functions[kDequantizeSlot], rows, (dp->k + 2047) / 2048, 1, 256, 0, &*dp);
+            !s.ok()) {
+          return s;
+        }
+      }
+    }
+    KILN_CU(api, api.cuStreamSynchronize(ex->stream_));
+  }
   void* host = nullptr;
   KILN_CU(api, api.cuMemAllocHost(&host, ex->layout_.total * sizeof(int32_t)));
   ex->host_inputs_ = static_cast<int32_t*>(host);
@@ -571,7 +631,17 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         mp.x_f16 = ap.y;
         absl::Status launched;
         if (UsesF16Weights(c, li, bucket, mp.k)) {
-          if (rc.functions[kDequantizeSlot] != nullptr) {
+          if (rc.resident_f16 >= 0) {
+            // Decoded at load: the weights' rows one after another in f16.
+            const unsigned short* y = reinterpret_cast<const unsigned short*>(resident_f16_) + rc.resident_f16;
+            int64_t first = 0;
+            for (int i = 0; i < mp.num_weights; ++i) {
+              mp.w[i] = reinterpret_cast<const unsigned char*>(y + first * mp.k);
+              first += mp.n[i];
+            }
+            mp.row_bytes = 2LL * mp.k;
+          } else if (rc.functions[kDequantizeSlot] != nullptr) {
+            if (resident_f16_ != 0) return LaunchError(l, "has no resident f16 weights");
             // The weights' rows one after another in f16; the matmul reads them there.
             DequantizeParams dp{};
             dp.num_weights = mp.num_weights;
@@ -815,6 +885,24 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<DequantizeParams> CudaExecutor::DequantizeParamsOf(const PlanLaunch& l, const KernelCall& c,
+                                                                  unsigned short* y) const {
+  const bool fused = l.op == "fused_matmul";
+  DequantizeParams dp{};
+  dp.num_weights = static_cast<int>(c.weights.size());
+  dp.y = y;
+  for (size_t i = 0; i < c.weights.size(); ++i) {
+    const PlanBinding* b = l.Find(fused ? absl::StrCat("weight", c.weights[i]) : std::string("weight"));
+    auto it = b != nullptr && b->kind == PlanBinding::Kind::kWeight ? weights_.find(b->name) : weights_.end();
+    if (it == weights_.end()) return LaunchError(l, absl::StrCat("missing weight", c.weights[i]));
+    dp.w[i] = reinterpret_cast<const unsigned char*>(it->second.ptr);
+    dp.n[i] = static_cast<int>(it->second.rows);
+    dp.row_bytes = static_cast<long long>(it->second.row_bytes);
+    dp.k = static_cast<int>(it->second.cols);
+  }
+  return dp;
 }
 
 absl::Status CudaExecutor::Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned block, unsigned smem,

@@ -4,6 +4,7 @@
 // for this GPU's SM. The device arena starts as NaNs, so an output element
 // a kernel fails to write shows as a failure. Skips without a CUDA driver.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -277,6 +278,53 @@ TEST_F(CudaKernels, PrefillMatmulOverSeveralTiles) {
             {{r[0], 300, "q"}, {r[1], 40, "k"}, {r[2], 40, "v"}, {r[3], 136, "silu_mul"}, {r[4], 300, "residual_add"}},
             {Prefill(200, 1), Prefill(64, 2), Prefill(130, 3)}, 5e-3);
     if (HasFatalFailure()) return;
+  }
+}
+
+// Quantised weights of the prefill matmul decoded once at load
+// (KILN_CUDA_RESIDENT_F16=1) give the same bits as decoding them in every
+// step (the default).
+TEST_F(CudaKernels, ResidentF16WeightsMatchDecodingPerStep) {
+  for (const char* storage : {"q4_k", "q8_0"}) {
+    SCOPED_TRACE(storage);
+    constexpr int64_t kK = 512;
+    SingleOpPlan b({1, 64}, PlanPagePool{1, 1, 8, 16, 64}, 17);
+    const int64_t x = b.Activation(kK, 50);
+    b.Weight("gamma", "f32", {kK});
+    b.Weight("gate", storage, {72, kK}, 0.1f);
+    b.Weight("up", storage, {72, kK}, 0.1f);
+    const int64_t r = b.Region(72);
+    b.Launch("fused_matmul.norm.silu_mul",
+             {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "gate"),
+              b.WeightBinding("weight1", "up"), b.Arena("result0", r)},
+             R"({"epilogue": "silu_mul", "eps": 1e-5})");
+    Program program;
+    program.plan = b.PlanWithResult(r, 72);
+    program.weights = b.Source();
+    absl::StatusOr<std::vector<uint8_t>> kernels = Kernels(program.plan);
+    ASSERT_TRUE(kernels.ok()) << kernels.status();
+    program.kernels.push_back({target_, *kernels});
+    BackendOptions options;
+    options.num_pages = 16;
+    std::vector<std::vector<float>> outputs;
+    for (const char* resident : {"1", "0"}) {
+      setenv("KILN_CUDA_RESIDENT_F16", resident, 1);
+      absl::StatusOr<std::unique_ptr<Executor>> gpu = CreateCudaExecutor(program, options);
+      unsetenv("KILN_CUDA_RESIDENT_F16");
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      EXPECT_EQ((*gpu)->Describe().find("f16 copy") != std::string::npos, std::string(resident) == "1")
+          << (*gpu)->Describe();
+      for (const StepBatch& batch : {Prefill(64, 1), Prefill(40, 2)}) {
+        absl::StatusOr<std::span<const float>> got = (*gpu)->Step(batch);
+        ASSERT_TRUE(got.ok()) << got.status();
+        outputs.emplace_back(got->begin(), got->end());
+      }
+    }
+    ASSERT_EQ(outputs.size(), 4u);
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_EQ(outputs[i].size(), outputs[i + 2].size());
+      EXPECT_EQ(0, std::memcmp(outputs[i].data(), outputs[i + 2].data(), outputs[i].size() * sizeof(float))) << "step " << i;
+    }
   }
 }
 
