@@ -143,11 +143,6 @@ __device__ __forceinline__ void StageF32(const float (&v)[4], int i, int len, fl
   if ((threadIdx.x & 3) == 0 && i < len) sums[i / 16] = s;
 }
 
-// The same four as int8 codes (Int8CodeIndex's order): eight threads hold a
-// 32-element group, whose scale dx = max|x| / 127 goes to the token's
-// Int8Scales, and four the exact sum of each 16 (as for f32) and what the
-// codes miss of it, sum_i (x_i - dx c_i), to its Int8Residuals. Chunks are
-// whole 256-element blocks here.
 // Four activations v of a 32-element group held by 8 consecutive lanes as
 // int8 codes c = rint(v 127 / max|v|) (packed, element order), the group's
 // scale dx = max|v| / 127, and this lane's sum of v and of v - dx c.
@@ -169,6 +164,11 @@ __device__ __forceinline__ unsigned QuantiseInt8Run(const float (&v)[4], float* 
   return packed;
 }
 
+// StageF32's four as int8 codes (Int8CodeIndex's order): eight threads hold
+// a 32-element group, whose scale dx = max|x| / 127 goes to the token's
+// Int8Scales, and four the exact sum of each 16 (as for f32) and what the
+// codes miss of it, sum_i (x_i - dx c_i), to its Int8Residuals. Chunks are
+// whole 256-element blocks here.
 __device__ __forceinline__ void StageInt8(const float (&v)[4], int i, int len, float* staged, int xstride, float* sums) {
   float dx, s, miss;
   const unsigned packed = QuantiseInt8Run(v, &dx, &s, &miss);

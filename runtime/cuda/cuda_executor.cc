@@ -631,32 +631,24 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         mp.x_f16 = ap.y;
         absl::Status launched;
         if (UsesF16Weights(c, li, bucket, mp.k)) {
-          if (rc.resident_f16 >= 0) {
-            // Decoded at load: the weights' rows one after another in f16.
-            const unsigned short* y = reinterpret_cast<const unsigned short*>(resident_f16_) + rc.resident_f16;
+          if (rc.functions[kDequantizeSlot] != nullptr) {
+            // The weights' rows one after another in f16, decoded at load
+            // (resident) or by this step; the matmul reads them there.
+            const bool at_load = rc.resident_f16 >= 0;
+            if (resident_f16_ != 0 && !at_load) return LaunchError(l, "has no resident f16 weights");
+            unsigned short* y = at_load ? reinterpret_cast<unsigned short*>(resident_f16_) + rc.resident_f16
+                                        : reinterpret_cast<unsigned short*>(weights_f16_);
+            absl::StatusOr<DequantizeParams> dp = DequantizeParamsOf(l, c, y);
+            if (!dp.ok()) return dp.status();
             int64_t first = 0;
             for (int i = 0; i < mp.num_weights; ++i) {
               mp.w[i] = reinterpret_cast<const unsigned char*>(y + first * mp.k);
               first += mp.n[i];
             }
             mp.row_bytes = 2LL * mp.k;
-          } else if (rc.functions[kDequantizeSlot] != nullptr) {
-            if (resident_f16_ != 0) return LaunchError(l, "has no resident f16 weights");
-            // The weights' rows one after another in f16; the matmul reads them there.
-            DequantizeParams dp{};
-            dp.num_weights = mp.num_weights;
-            dp.row_bytes = mp.row_bytes;
-            dp.k = mp.k;
-            dp.y = reinterpret_cast<unsigned short*>(weights_f16_);
-            int64_t first = 0;
-            for (int i = 0; i < mp.num_weights; ++i) {
-              dp.w[i] = mp.w[i];
-              dp.n[i] = mp.n[i];
-              mp.w[i] = reinterpret_cast<const unsigned char*>(dp.y + first * mp.k);
-              first += mp.n[i];
+            if (!at_load) {
+              launched = launch(rc.functions[kDequantizeSlot], static_cast<unsigned>(first), (mp.k + 2047) / 2048, 256, 0, &*dp);
             }
-            mp.row_bytes = 2LL * mp.k;
-            launched = launch(rc.functions[kDequantizeSlot], static_cast<unsigned>(first), (mp.k + 2047) / 2048, 256, 0, &dp);
           }
           if (launched.ok()) launched = launch(rc.functions[kActivationsF16Slot], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);
           if (launched.ok()) {
