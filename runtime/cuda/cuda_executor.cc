@@ -502,6 +502,11 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   KILN_CU(api, api.cuMemsetD8(ex->pool_, 0, arena_offset - pool_offset));
   KILN_CU(api, api.cuMemsetD32(ex->arena_, 0x7fc00000u, (inputs_offset - arena_offset) / sizeof(float)));
   KILN_CU(api, api.cuMemsetD8(ex->inputs_, 0, rope_start - inputs_offset));
+  // The copies and fills above run on the legacy stream, which work on the
+  // non-blocking stream_ does not wait for: the load-time decode below
+  // would race the NaN fill of its own region (and a first step the tail of
+  // the uploads).
+  KILN_CU(api, api.cuCtxSynchronize());
 
   KILN_CU(api, api.cuStreamCreate(&ex->stream_, CU_STREAM_NON_BLOCKING));
   if (resident) {

@@ -4,6 +4,7 @@
 // for this GPU's SM. The device arena starts as NaNs, so an output element
 // a kernel fails to write shows as a failure. Skips without a CUDA driver.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -305,7 +306,9 @@ TEST_F(CudaKernels, ResidentF16WeightsMatchDecodingPerStep) {
     ASSERT_TRUE(kernels.ok()) << kernels.status();
     program.kernels.push_back({target_, *kernels});
     BackendOptions options;
-    options.num_pages = 16;
+    // A 2 GiB pool (1 KB pages): filling it takes long enough that a
+    // load-time decode not ordered after the fills would be overwritten.
+    options.num_pages = 1 << 21;
     std::vector<std::vector<float>> outputs;
     for (const char* resident : {"1", "0"}) {
       setenv("KILN_CUDA_RESIDENT_F16", resident, 1);
@@ -323,6 +326,7 @@ TEST_F(CudaKernels, ResidentF16WeightsMatchDecodingPerStep) {
     ASSERT_EQ(outputs.size(), 4u);
     for (int i = 0; i < 2; ++i) {
       ASSERT_EQ(outputs[i].size(), outputs[i + 2].size());
+      EXPECT_TRUE(std::all_of(outputs[i].begin(), outputs[i].end(), [](float v) { return std::isfinite(v); }));
       EXPECT_EQ(0, std::memcmp(outputs[i].data(), outputs[i + 2].data(), outputs[i].size() * sizeof(float))) << "step " << i;
     }
   }
