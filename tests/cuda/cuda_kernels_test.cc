@@ -283,7 +283,7 @@ TEST_F(CudaKernels, PrefillMatmulOverSeveralTiles) {
 }
 
 // Quantised weights of the prefill matmul decoded once at load
-// (KILN_CUDA_RESIDENT_F16=1) give the same bits as decoding them in every
+// (the default where memory allows) give the same bits as decoding them in every
 // step (the default).
 TEST_F(CudaKernels, ResidentF16WeightsMatchDecodingPerStep) {
   for (const char* storage : {"q4_k", "q8_0"}) {
