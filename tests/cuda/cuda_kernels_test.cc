@@ -282,9 +282,9 @@ TEST_F(CudaKernels, PrefillMatmulOverSeveralTiles) {
   }
 }
 
-// Quantised weights of the prefill matmul decoded once at load
-// (the default where memory allows) give the same bits as decoding them in every
-// step (the default).
+// Quantised weights of the prefill matmul decoded once at load (the
+// default where memory allows) give the same bits as decoding them in every
+// step (KILN_CUDA_RESIDENT_F16=0).
 TEST_F(CudaKernels, ResidentF16WeightsMatchDecodingPerStep) {
   for (const char* storage : {"q4_k", "q8_0"}) {
     SCOPED_TRACE(storage);
