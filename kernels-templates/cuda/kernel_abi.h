@@ -128,6 +128,12 @@ struct MatmulParams {
   int ksplit;                  // matmul_kernel decode: warps sharing a set of rows (MatmulKSplit)
   const signed char* x_i8;     // matmul_tile_int8_kernel: activations_int8_kernel's codes
   const float* x_meta;         // matmul_tile_int8_kernel: and its float4 per 32 elements
+  // matmul_f16_wgmma_kernel over k_splits > 1 slices of K (grid z): each
+  // slice's raw tile sums go to k_partials [k_splits, max_rows,
+  // WgmmaPartialStride] and matmul_split_sum_kernel adds them in slice order
+  // and applies the epilogue.
+  float* k_partials;
+  int k_splits;
 };
 
 // matmul_f16_tc_kernel (buckets of kTensorCoreMinBucket tokens and more,
@@ -140,6 +146,32 @@ KILN_ABI_FN int GemmSmemBytes() { return kGemmStages * (kGemmM + kGemmN) * kGemm
 // in kWgmmaStages stages, plus 1 KB to align them (128-byte swizzle atoms).
 constexpr int kWgmmaK = 64, kWgmmaStages = 3;
 KILN_ABI_FN int WgmmaSmemBytes() { return kWgmmaStages * (kGemmM + kGemmN) * kWgmmaK * 2 + 1024; }
+// A block walks its K steps one after another, ~0.8 us each: where the
+// tiles would leave at least half the SMs idle (small prefill steps: an 8B
+// model's o_proj and down have 32 tiles at 64-128 tokens), K is cut into
+// slices of at least kWgmmaMinSliceSteps steps, enough for two blocks per
+// SM (at most kWgmmaMaxKSplits). Not where the tiles fill half the SMs: the
+// slices' partial sums cost a write and a read of tokens x outputs floats
+// each, which at 512 tokens (o_proj and down: 128 tiles) outweighed the
+// gain (H200: 21.4 -> 23.2 ms per 512-token step with them). Returns the
+// slices, none empty.
+constexpr int kWgmmaMaxKSplits = 8, kWgmmaMinSliceSteps = 8;
+KILN_ABI_FN int WgmmaKSplits(int tiles, int k, int multiprocessors) {
+  if (2 * tiles > multiprocessors) return 1;
+  const int steps = (k + kWgmmaK - 1) / kWgmmaK;
+  int splits = (2 * multiprocessors + tiles - 1) / tiles;
+  splits = splits < steps / kWgmmaMinSliceSteps ? splits : steps / kWgmmaMinSliceSteps;
+  splits = splits < kWgmmaMaxKSplits ? splits : kWgmmaMaxKSplits;
+  if (splits <= 1) return 1;
+  const int per = (steps + splits - 1) / splits;
+  return (steps + per - 1) / per;
+}
+// Floats per token row of k_partials: every tile's 128 rows (silu_mul: 64
+// gate then 64 up rows per tile).
+KILN_ABI_FN int WgmmaPartialStride(int total_n, int epilogue) {
+  const int outputs = epilogue == kEpilogueSiluMul ? kGemmN / 2 : kGemmN;
+  return (total_n + outputs - 1) / outputs * kGemmN;
+}
 
 // dequantize_f16_kernel: the rows of num_weights weights of one storage, one
 // after another, decoded to f16 [sum n, k]; grid (sum n, ceil(k / 2048)),

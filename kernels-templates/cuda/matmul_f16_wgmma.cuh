@@ -9,7 +9,8 @@
 // chunks are XOR-permuted by the row. A ring of kWgmmaStages cp.async stages
 // (64 of K each) feeds it; each step's MMAs complete before the barrier that
 // lets their stage be refilled, and the second block on the SM keeps the
-// tensor cores busy meanwhile.
+// tensor cores busy meanwhile. With p.k_splits > 1 (grid z) a block takes
+// one slice of K and stores its raw sums for matmul_split_sum_kernel.
 #pragma once
 
 #include "common.cuh"
@@ -102,9 +103,21 @@ __global__ void __launch_bounds__(256, 2) matmul_f16_wgmma_kernel(MatmulParams p
     a_src[i] = p.x_f16 + static_cast<long long>(a_ok[i] ? token : 0) * p.k + copy_chunk * 8;
     b_src[i] = TileWeightRow<kEpilogue>(p, n0, r, &b_ok[i]) + copy_chunk * 8;
   }
+  // This block's slice of the K steps: [first, first + steps).
+  const int splits = p.k_splits > 1 ? p.k_splits : 1;  // 0 in parameters that never set it
+  const int all_steps = (p.k + kWgmmaK - 1) / kWgmmaK, per = (all_steps + splits - 1) / splits;
+  const int first = blockIdx.z * per, steps = min(all_steps - first, per);
+  if (first > 0) {
+#pragma unroll
+    for (int i = 0; i < kCopies; ++i) {
+      a_src[i] += first * kWgmmaK;
+      b_src[i] += first * kWgmmaK;
+    }
+  }
+  const int k_end = p.k - first * kWgmmaK;  // K left from the slice's start (copy_step's bound)
   auto copy_step = [&](int stage, int k0) {
     const unsigned base = smem + stage * kStageBytes;
-    const bool k_ok = k0 + copy_chunk * 8 < p.k;  // K a multiple of 32: the last stage may be half full
+    const bool k_ok = k0 + copy_chunk * 8 < k_end;  // K a multiple of 32: the last stage may be half full
 #pragma unroll
     for (int i = 0; i < kCopies; ++i) {
       CopyAsync16(base + dst[i], a_src[i] + k0, a_ok[i] && k_ok);
@@ -117,7 +130,6 @@ __global__ void __launch_bounds__(256, 2) matmul_f16_wgmma_kernel(MatmulParams p
   for (int i = 0; i < 64; ++i) d[i] = 0.0f;
 
   constexpr int kAhead = kWgmmaStages - 1;
-  const int steps = (p.k + kWgmmaK - 1) / kWgmmaK;
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) {
     if (s < steps) copy_step(s, s * kWgmmaK);
@@ -148,6 +160,23 @@ __global__ void __launch_bounds__(256, 2) matmul_f16_wgmma_kernel(MatmulParams p
   // d[4 j + r]: token 16 w + g (+ 8 for r >= 2) of the warpgroup's 64,
   // tile row 8 j + 2 q + (r & 1); silu_mul's up sums sit 64 rows on (j + 8).
   const int w = (tid % 128) / 32, g = (tid % 32) / 4, q = tid % 4;
+  if (p.k_splits > 1) {
+    // Raw sums of all 128 tile rows, gate and up alike: d[4 j + r] is tile row 8 j + 2 q + (r & 1).
+    const int stride = WgmmaPartialStride(p.total_n, kEpilogue);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int token = t0 + 64 * wg + 16 * w + g + 8 * h;
+        if (token < rows) {
+          float* dst = p.k_partials + (static_cast<long long>(blockIdx.z) * p.max_rows + token) * stride +
+                       blockIdx.y * kGemmN + 8 * j + 2 * q;
+          *reinterpret_cast<float2*>(dst) = make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+        }
+      }
+    }
+    return;
+  }
   constexpr int kGroups = 16 / kParts;
 #pragma unroll
   for (int j = 0; j < kGroups; ++j) {
@@ -161,6 +190,26 @@ __global__ void __launch_bounds__(256, 2) matmul_f16_wgmma_kernel(MatmulParams p
     }
   }
 #endif
+}
+
+// The slices of matmul_f16_wgmma_kernel's K added in slice order (so the
+// result does not depend on which finished first) and the epilogue applied.
+// grid (max_rows, ceil(total_n / 256)), 256 threads.
+template <int kEpilogue>
+__global__ void __launch_bounds__(256) matmul_split_sum_kernel(MatmulParams p) {
+  const int token = blockIdx.x, out = blockIdx.y * 256 + threadIdx.x;
+  if (token >= *p.rows || out >= p.total_n) return;
+  const int stride = WgmmaPartialStride(p.total_n, kEpilogue);
+  // silu_mul: output o's gate row is tile o / 64's row o % 64, its up row 64 further.
+  const int col = kEpilogue == kEpilogueSiluMul ? out / (kGemmN / 2) * kGemmN + out % (kGemmN / 2) : out;
+  const float* src = p.k_partials + static_cast<long long>(token) * stride + col;
+  const long long slice = static_cast<long long>(p.max_rows) * stride;
+  float sum = 0.0f, up = 0.0f;
+  for (int z = 0; z < p.k_splits; ++z) {
+    sum += src[z * slice];
+    if constexpr (kEpilogue == kEpilogueSiluMul) up += src[z * slice + kGemmN / 2];
+  }
+  StoreOutput<kEpilogue>(p, token, out, sum, up);
 }
 
 }  // namespace kiln

@@ -33,7 +33,9 @@ namespace kiln::cuda {
 // matmul_f16_wgmma_kernel (sm_90a) for the prefill matmul.
 // 6: q4_K buckets of 2-63 tokens run matmul_tile_int8_kernel after
 // activations_int8_kernel (MatmulParams::x_i8, x_meta; two more matmul slots).
-constexpr uint32_t kBundleVersion = 6;
+// 7: matmul_f16_wgmma_kernel cuts K into slices where its tiles are few
+// (MatmulParams::k_partials, k_splits), added by matmul_split_sum_kernel.
+constexpr uint32_t kBundleVersion = 7;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

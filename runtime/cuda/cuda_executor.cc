@@ -114,6 +114,13 @@ class CudaExecutor final : public Executor {
     return c.kind == KernelKind::kMatmul && plan_.buckets[bucket] >= kTensorCoreMinBucket && k % kGemmK == 0 &&
            !rows_are_logit_rows_[bucket][li];
   }
+  // Slices of K for matmul_f16_wgmma_kernel over `rows` tokens (WgmmaKSplits).
+  int WgmmaSplits(int64_t rows, int64_t total_n, int epilogue, int64_t k) const {
+    if (!k_splits_) return 1;
+    const int64_t outputs = epilogue == kEpilogueSiluMul ? kGemmN / 2 : kGemmN;
+    const int64_t tiles = (rows + kGemmM - 1) / kGemmM * ((total_n + outputs - 1) / outputs);
+    return WgmmaKSplits(static_cast<int>(tiles), static_cast<int>(k), context_->multiprocessors());
+  }
   absl::Status RecordBucket(size_t bucket);
   // Validates the batch, copies its inputs to the device and launches the
   // bucket's graph; returns the bucket. Nothing waits for the device.
@@ -141,6 +148,7 @@ class CudaExecutor final : public Executor {
   int64_t resident_f16_bytes_ = 0;
   bool wgmma_ = false;  // the prefill matmul on matmul_f16_wgmma_kernel
   bool tile_int8_ = true;  // q4_K's small buckets on matmul_tile_int8_kernel
+  bool k_splits_ = true;   // the wgmma prefill matmul cuts K where its tiles are few
   CUfunction argmax_ = nullptr;  // null for kernels sections without it: StepGreedy then reads the logits
   uint64_t scratch_bytes_ = 0;
   int32_t* host_inputs_ = nullptr;  // pinned
@@ -296,6 +304,9 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   // (KILN_CUDA_TILE_INT8=0: on matmul_tile_tc_kernel's f16 path).
   const char* tile_int8 = std::getenv("KILN_CUDA_TILE_INT8");
   ex->tile_int8_ = !(tile_int8 != nullptr && std::string(tile_int8) == "0");
+  // Where its tiles are few, the wgmma matmul cuts K into slices (KILN_CUDA_K_SPLITS=0: never).
+  const char* k_splits = std::getenv("KILN_CUDA_K_SPLITS");
+  ex->k_splits_ = !(k_splits != nullptr && std::string(k_splits) == "0");
 
   if (absl::Status s = ex->ComputeRowKinds(); !s.ok()) return s;
   // Every launch's calls, with their functions.
@@ -367,6 +378,24 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
           weights_f16_halves = std::max(weights_f16_halves, rows * width);
           r.resident_f16 = resident_f16_halves;
           resident_f16_halves += (rows * width + 127) / 128 * 128;  // 256-byte aligned rows start
+        }
+        if (ex->wgmma_) {
+          // The prefill matmul's slices of K where its tiles are few: their
+          // raw sums go to the partials region (attention's, unused meanwhile).
+          int64_t total_n = 0;
+          for (int wi : c.weights) {
+            const PlanBinding* b = l.Find(l.op == "fused_matmul" ? absl::StrCat("weight", wi) : std::string("weight"));
+            const PlanWeight* w = b ? p.FindWeight(b->name) : nullptr;
+            total_n += w ? w->shape.front() : 0;
+          }
+          if (c.epilogue == kEpilogueSiluMul) total_n /= 2;
+          for (size_t b = 0; b < p.buckets.size(); ++b) {
+            if (!ex->UsesF16Weights(c, li, b, width)) continue;
+            const int splits = ex->WgmmaSplits(p.buckets[b], total_n, c.epilogue, width);
+            if (splits > 1) {
+              partial_floats = std::max(partial_floats, splits * p.buckets[b] * WgmmaPartialStride(total_n, c.epilogue));
+            }
+          }
         }
         if (c.has_tile_tc() || c.has_tile_int8()) {
           int64_t small = 0;
@@ -659,9 +688,18 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           if (launched.ok()) {
             const int outputs = c.epilogue == kEpilogueSiluMul ? kGemmN / 2 : kGemmN;
             const unsigned row_tiles = (mp.total_n + outputs - 1) / outputs;
-            launched = launch(rc.functions[wgmma_ ? kMatmulF16WgmmaSlot : kMatmulF16TcSlot],
-                              (max_rows + kGemmM - 1) / kGemmM, row_tiles, 256,
-                              wgmma_ ? WgmmaSmemBytes() : GemmSmemBytes(), &mp);
+            if (wgmma_) {
+              mp.k_splits = WgmmaSplits(max_rows, mp.total_n, c.epilogue, mp.k);
+              mp.k_partials = reinterpret_cast<float*>(partials_);
+              launched = Launch(rc.functions[kMatmulF16WgmmaSlot], (max_rows + kGemmM - 1) / kGemmM, row_tiles,
+                                mp.k_splits, 256, WgmmaSmemBytes(), &mp);
+              if (launched.ok() && mp.k_splits > 1) {
+                launched = launch(rc.functions[kMatmulSplitSumSlot], max_rows, (mp.total_n + 255) / 256, 256, 0, &mp);
+              }
+            } else {
+              launched = launch(rc.functions[kMatmulF16TcSlot], (max_rows + kGemmM - 1) / kGemmM, row_tiles, 256,
+                                GemmSmemBytes(), &mp);
+            }
           }
         } else if (max_rows >= kTensorCoreMinBucket && !rows_are_logit_rows_[bucket][li]) {
           launched = launch(rc.functions[kActivationsF16Slot], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);

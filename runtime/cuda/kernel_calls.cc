@@ -51,6 +51,7 @@ KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, 
   }
   c.names[kMatmulF16TcSlot] = absl::StrCat("kiln::matmul_f16_tc_kernel<", epilogue, ">");
   c.names[kMatmulF16WgmmaSlot] = absl::StrCat("kiln::matmul_f16_wgmma_kernel<", epilogue, ">");
+  c.names[kMatmulSplitSumSlot] = absl::StrCat("kiln::matmul_split_sum_kernel<", epilogue, ">");
   c.weights = std::move(weights);
   c.epilogue = epilogue;
   c.norm = norm;

@@ -59,7 +59,8 @@ enum MatmulSlot : int {
   kMatmulF16WgmmaSlot = 8,     // matmul_f16_wgmma_kernel: [7] on sm_90a's warpgroup MMA (sm_90 bundles)
   kActivationsInt8Slot = 9,    // activations_int8_kernel: x as int8 codes + per-32 scales and sums, before [10]
   kMatmulTileInt8Slot = 10,    // matmul_tile_int8_kernel: [5] for q4_K on integer tensor cores
-  kMatmulSlots = 11,
+  kMatmulSplitSumSlot = 11,    // matmul_split_sum_kernel: adds [8]'s slices of K (small grids) and applies the epilogue
+  kMatmulSlots = 12,
 };
 
 struct KernelCall {
