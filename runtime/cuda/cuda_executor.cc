@@ -366,15 +366,15 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         // f16 activations of the tensor-core matmul; for the 2-63-token
         // buckets' tile kernel, hi and lo halves and sums per 32 (in halves).
         if (p.buckets.back() >= kTensorCoreMinBucket) x_f16_halves = std::max(x_f16_halves, p.buckets.back() * width);
+        int64_t rows = 0;  // of the call's weights together
+        for (int wi : c.weights) {
+          const PlanBinding* b = l.Find(l.op == "fused_matmul" ? absl::StrCat("weight", wi) : std::string("weight"));
+          const PlanWeight* w = b ? p.FindWeight(b->name) : nullptr;
+          rows += w ? w->shape.front() : 0;
+        }
         bool f16_rows = false;  // some bucket's matmul reads this call's weights as f16 rows
         for (size_t b = 0; b < p.buckets.size(); ++b) f16_rows = f16_rows || ex->UsesF16Weights(c, li, b, width);
         if (f16_rows && !c.names[kDequantizeSlot].empty()) {
-          int64_t rows = 0;
-          for (int wi : c.weights) {
-            const PlanBinding* b = l.Find(l.op == "fused_matmul" ? absl::StrCat("weight", wi) : std::string("weight"));
-            const PlanWeight* w = b ? p.FindWeight(b->name) : nullptr;
-            rows += w ? w->shape.front() : 0;
-          }
           weights_f16_halves = std::max(weights_f16_halves, rows * width);
           r.resident_f16 = resident_f16_halves;
           resident_f16_halves += (rows * width + 127) / 128 * 128;  // 256-byte aligned rows start
@@ -382,13 +382,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         if (ex->wgmma_) {
           // The prefill matmul's slices of K where its tiles are few: their
           // raw sums go to the partials region (attention's, unused meanwhile).
-          int64_t total_n = 0;
-          for (int wi : c.weights) {
-            const PlanBinding* b = l.Find(l.op == "fused_matmul" ? absl::StrCat("weight", wi) : std::string("weight"));
-            const PlanWeight* w = b ? p.FindWeight(b->name) : nullptr;
-            total_n += w ? w->shape.front() : 0;
-          }
-          if (c.epilogue == kEpilogueSiluMul) total_n /= 2;
+          const int64_t total_n = c.epilogue == kEpilogueSiluMul ? rows / 2 : rows;  // MatmulParams::total_n
           for (size_t b = 0; b < p.buckets.size(); ++b) {
             if (!ex->UsesF16Weights(c, li, b, width)) continue;
             const int splits = ex->WgmmaSplits(p.buckets[b], total_n, c.epilogue, width);
