@@ -18,9 +18,11 @@ Request mix (all drawn from --seed, so a run is reproducible):
 
 Streaming (default; --no-stream to turn off): TTFT is the time from sending the request to
 the first non-empty text delta, ITL the time between consecutive non-empty deltas. Output
-tokens are counted as non-empty deltas when streaming (the stream carries no usage), from
-usage.completion_tokens otherwise; the server's own kiln_generation_tokens_total delta is
-reported alongside.
+tokens come from usage.completion_tokens: streamed requests ask for it with
+stream_options.include_usage (--no-stream-usage: don't; for servers without it), and where a
+stream carries no usage its non-empty deltas are counted instead (fewer than the tokens
+when some tokens stream as empty deltas, e.g. the halves of a UTF-8 character); the
+server's own kiln_generation_tokens_total delta is reported alongside.
 
 A request fails when: the connection errors or times out, the status is not 200, a body or
 SSE event is not valid JSON, text is not valid UTF-8 ("garbled"), the stream ends without
@@ -127,7 +129,7 @@ class Server:
 
 class Result:
     __slots__ = ("ok", "disconnected", "error", "status", "ttft", "itls", "tokens", "finish",
-                 "latency", "text_len")
+                 "latency", "text_len", "usage_tokens")
 
     def __init__(self):
         self.ok = False
@@ -140,6 +142,7 @@ class Result:
         self.finish = None
         self.latency = None
         self.text_len = 0
+        self.usage_tokens = None  # usage.completion_tokens of the stream's last chunk, if sent
 
 
 def check_text(text, res):
@@ -188,11 +191,15 @@ def run_stream(server, payload, disconnect_after, res):
             if data == "[DONE]":
                 done = True
                 break
-            if res.finish is not None:
-                res.error = "event after finish_reason"
-                return
             try:
                 ev = json.loads(data)
+                if ev.get("choices") == [] and isinstance(ev.get("usage"), dict):
+                    # stream_options.include_usage: the last chunk, after finish_reason.
+                    res.usage_tokens = int(ev["usage"].get("completion_tokens", 0) or 0)
+                    continue
+                if res.finish is not None:
+                    res.error = "event after finish_reason"
+                    return
                 choice = ev["choices"][0]
                 text = choice.get("text", "")
             except (ValueError, KeyError, IndexError, TypeError, AttributeError):
@@ -327,6 +334,8 @@ def build_requests(args, context, tpw, specials):
             disconnect = rng.randint(1, 3)
         payload = {"prompt": prompt, "max_tokens": out, "temperature": args.temperature,
                    "seed": rng.randrange(1 << 31), "stream": bool(args.stream)}
+        if args.stream and args.stream_usage:
+            payload["stream_options"] = {"include_usage": True}
         reqs.append((payload, disconnect))
     return reqs, clipped
 
@@ -349,6 +358,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="seed for the request mix (default 0)")
     ap.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True,
                     help="stream with SSE (default on) to measure TTFT and ITL")
+    ap.add_argument("--stream-usage", action=argparse.BooleanOptionalAction, default=True,
+                    help="ask streams for usage (stream_options.include_usage) to count output "
+                         "tokens exactly (default on)")
     ap.add_argument("--disconnect-fraction", type=float, default=0.0,
                     help="share of streamed requests that drop the socket mid-stream")
     ap.add_argument("--prompt-file", help="prompts, one per line, used in turn (instead of random words)")
@@ -464,7 +476,19 @@ def main():
     errors = {}
     for r in failed:
         errors[r.error] = errors.get(r.error, 0) + 1
-    out_tokens = sum(r.tokens for r in results if r.ok or r.disconnected)
+    # Completed streams that carried usage count it; the others (disconnected ones, servers
+    # without include_usage) count their non-empty deltas.
+    counted = [r for r in results if r.ok or r.disconnected]
+    out_tokens = sum(r.usage_tokens if r.usage_tokens is not None else r.tokens for r in counted)
+    with_usage = sum(1 for r in counted if r.usage_tokens is not None)
+    if not args.stream:
+        tokens_source = "usage.completion_tokens"
+    elif with_usage == len(counted):
+        tokens_source = "usage (stream_options.include_usage)"
+    elif with_usage == 0:
+        tokens_source = "counted deltas"
+    else:
+        tokens_source = "usage where the stream sent it (%d of %d), else counted deltas" % (with_usage, len(counted))
     ttfts = [r.ttft * 1e3 for r in results if r.ttft is not None]
     itls = [x * 1e3 for r in results for x in r.itls]
     lat = [r.latency * 1e3 for r in done if r.latency is not None]
@@ -494,7 +518,7 @@ def main():
         "disconnected": len(disc), "errors": errors, "finish_reasons": finishes,
         "wall_s": wall,
         "output_tokens": out_tokens,
-        "output_tokens_source": "counted deltas" if args.stream else "usage.completion_tokens",
+        "output_tokens_source": tokens_source,
         "throughput_tok_s": out_tokens / wall if wall > 0 else 0.0,
         "server_generated_tokens": server_tokens,
         "server_throughput_tok_s": (server_tokens / wall) if server_tokens is not None and wall > 0 else None,
