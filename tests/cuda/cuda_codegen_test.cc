@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "codegen/ptx/ptx_codegen.h"
 #include "gtest/gtest.h"
+#include "kernels-templates/cuda/kernel_abi.h"
 #include "runtime/cuda/cuda_bundle.h"
 #include "runtime/cpu/weight_storage.h"
 #include "runtime/cuda/kernel_calls.h"
@@ -184,6 +185,10 @@ TEST(CudaCodegen, Llama3ShapedPlansCompileForSm90) {
       EXPECT_LE(wgmma->registers, 128) << epilogue;
       EXPECT_EQ(wgmma->spill_store_bytes, 0) << epilogue;
     }
+    // Its K slices' sum, per epilogue.
+    for (int epilogue : {0, 1, 2}) {
+      EXPECT_NE(bundle->Find(absl::StrCat("kiln::matmul_split_sum_kernel<", epilogue, ">")), nullptr) << epilogue;
+    }
     // f16 rows are read in place; quantised ones are decoded to f16 first.
     const cuda::BundleKernel* dequantize =
         bundle->Find(absl::StrCat("kiln::dequantize_f16_kernel<", *cuda::StorageTemplate(storage), ">"));
@@ -233,6 +238,29 @@ TEST(CudaKernelCalls, DecodeRowsPerWarpFollowTheLanes) {
     EXPECT_EQ(cuda::MatmulRowsPerWarp(storage->Name(), 1), rows) << text << " (" << storage->Name() << ")";
     EXPECT_EQ(cuda::MatmulRowsPerWarp(storage->Name(), 8), 2) << text;
   }
+}
+
+// The wgmma prefill matmul cuts K only where its tiles would leave half the
+// SMs idle (on the H200's 132 SMs, cutting o_proj and down at 512 tokens too
+// cost 1.8 ms per step), into enough slices of at least 8 steps for two
+// blocks per SM, none empty. Tiles of the 8B shape: qkv 48 and o_proj/down
+// 32 per 128 tokens, gate/up (silu_mul, 64 outputs a tile) 224.
+TEST(CudaKernelCalls, WgmmaKSlicesOnlyWhereTilesLeaveHalfTheSmsIdle) {
+  using cuda_abi::WgmmaKSplits;
+  EXPECT_EQ(WgmmaKSplits(32, 4096, 132), 8);    // o_proj at 64-128 tokens: 9 wanted, capped at 8
+  EXPECT_EQ(WgmmaKSplits(32, 14336, 132), 8);   // down
+  EXPECT_EQ(WgmmaKSplits(48, 4096, 132), 6);    // qkv: 6 slices of 11, 11, ..., 9 steps
+  EXPECT_EQ(WgmmaKSplits(224, 4096, 132), 1);   // gate/up fills the SMs
+  EXPECT_EQ(WgmmaKSplits(64, 4096, 132), 5);    // o_proj at 256 tokens: 5 slices of 13 steps (the last 12)
+  EXPECT_EQ(WgmmaKSplits(128, 4096, 132), 1);   // o_proj at 512 tokens: not cut
+  EXPECT_EQ(WgmmaKSplits(6, 1792, 132), 3);     // cuda_kernels_test's prefill matmul: 28 steps as 10, 10, 8
+  EXPECT_EQ(WgmmaKSplits(6, 256, 132), 1);      // 4 steps: too few to cut
+  EXPECT_EQ(WgmmaKSplits(3, 960, 132), 1);      // 15 steps: one slice of at least 8 would be all
+  // Floats per token row of the slices' partial sums: whole tiles of 128 rows.
+  EXPECT_EQ(cuda_abi::WgmmaPartialStride(4096, cuda_abi::kEpilogueResidualAdd), 4096);
+  EXPECT_EQ(cuda_abi::WgmmaPartialStride(300, cuda_abi::kEpilogueNone), 384);
+  EXPECT_EQ(cuda_abi::WgmmaPartialStride(14336, cuda_abi::kEpilogueSiluMul), 28672);
+  EXPECT_EQ(cuda_abi::WgmmaPartialStride(136, cuda_abi::kEpilogueSiluMul), 384);
 }
 
 TEST(CudaBundle, RoundTripsAndRefusesEveryTruncation) {
