@@ -95,6 +95,10 @@ TEST(KilnBench, ProgramOnlyArtifactsBindTheirWeightsFromTheModelFile) {
                                               " --prompt 8 --gen 2 --repeats 1");
   EXPECT_EQ(with.exit_code, 0) << with.output;
   EXPECT_THAT(with.output, HasSubstr("decode      2 tokens x 1"));
+  // Without --probe (or an H200's card notes) there is no ceiling to compare with: said, not "0.0 tok/s".
+  EXPECT_THAT(with.output, HasSubstr("ceilings: none (use --probe"));
+  EXPECT_THAT(with.output, HasSubstr("limit         - (no ceilings)"));
+  EXPECT_THAT(with.output, Not(HasSubstr("limit       0.0")));
 }
 
 // A program-only artifact (kernels recompiled, say) binds to the weights of

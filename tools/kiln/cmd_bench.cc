@@ -97,8 +97,11 @@ class BenchSequences {
   int64_t pages_per_seq_;
 };
 
-std::string Percent(double value, double limit) {
-  return limit > 0 ? absl::StrFormat("%.0f%%", 100.0 * value / limit) : "-";
+// "limit 968.4 tok/s (36%)", or where no ceiling is known (no --probe,
+// no card notes) "limit - (no ceilings)".
+std::string LimitText(double value, double limit) {
+  return limit > 0 ? absl::StrFormat("limit %9.1f tok/s (%.0f%%)", limit, 100.0 * value / limit)
+                   : std::string("limit         - (no ceilings)");
 }
 
 std::string ReadFile(const std::string& path) {
@@ -208,7 +211,9 @@ int RunBench(int argc, char** argv) {
   } else {
     ceilings.what = "none (use --probe to measure this machine's)";
   }
-  if (text) {
+  if (text && ceilings.bytes_per_second <= 0 && ceilings.flops_per_second <= 0) {
+    std::printf("ceilings: %s\n", ceilings.what.c_str());
+  } else if (text) {
     std::printf("ceilings: %.3g GB/s, %.3g TFLOP/s (%s)\n", ceilings.bytes_per_second / 1e9,
                 ceilings.flops_per_second / 1e12, ceilings.what.c_str());
   }
@@ -248,9 +253,10 @@ int RunBench(int argc, char** argv) {
     const std::optional<double> peer =
         batch == 1 ? FindPeerFigure(peers, peer_row, absl::StrCat("pp", prompt)) : std::nullopt;
     if (text) {
-      std::printf("prefill %5lld tokens x %lld: %9.1f tok/s (%.2f ms)   limit %9.1f tok/s (%s)   peer %s\n",
-                  static_cast<long long>(prompt), static_cast<long long>(batch), tps, s * 1e3, limit,
-                  Percent(tps, limit).c_str(), peer ? absl::StrFormat("%.0f tok/s (%s pp%d)", *peer, peer_row, prompt).c_str() : "-");
+      std::printf("prefill %5lld tokens x %lld: %9.1f tok/s (%.2f ms)   %s   peer %s\n",
+                  static_cast<long long>(prompt), static_cast<long long>(batch), tps, s * 1e3,
+                  LimitText(tps, limit).c_str(),
+                  peer ? absl::StrFormat("%.0f tok/s (%s pp%d)", *peer, peer_row, prompt).c_str() : "-");
       std::fflush(stdout);
     }
     JsonValue r = JsonValue::MakeObject();
@@ -281,9 +287,9 @@ int RunBench(int argc, char** argv) {
         batch == 1 ? FindPeerFigure(peers, peer_row, absl::StrCat("tg", gen))
                    : FindPeerFigure(peers, peer_row, absl::StrCat("B=", batch));
     if (text) {
-      std::printf("decode  %5lld tokens x %lld: %9.1f tok/s (%.3f ms/step)   limit %9.1f tok/s (%s)   peer %s\n",
-                  static_cast<long long>(gen), static_cast<long long>(batch), tps, s * 1e3 / gen, limit,
-                  Percent(tps, limit).c_str(),
+      std::printf("decode  %5lld tokens x %lld: %9.1f tok/s (%.3f ms/step)   %s   peer %s\n",
+                  static_cast<long long>(gen), static_cast<long long>(batch), tps, s * 1e3 / gen,
+                  LimitText(tps, limit).c_str(),
                   peer ? absl::StrFormat("%.0f tok/s (%s %s)", *peer, peer_row,
                                          batch == 1 ? absl::StrCat("tg", gen) : absl::StrCat("B=", batch))
                              .c_str()
