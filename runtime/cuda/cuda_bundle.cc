@@ -156,8 +156,11 @@ absl::StatusOr<uint32_t> SmOfTarget(const std::string& target) {
 }
 
 std::string DescribeBundle(const CudaBundle& b) {
-  std::string out = absl::StrFormat("  sm_%d: PTX %d bytes, cubin %d bytes, %d kernels\n", b.sm, b.ptx.size(),
-                                    b.cubin.size(), b.kernels.size());
+  // The shared memory the compiler reports is the static part: the
+  // matmuls' staging, rings and tiles are dynamic, sized at launch.
+  std::string out = absl::StrFormat(
+      "  sm_%d: PTX %d bytes, cubin %d bytes, %d kernels (static shared memory; dynamic is sized at launch)\n", b.sm,
+      b.ptx.size(), b.cubin.size(), b.kernels.size());
   for (const BundleKernel& k : b.kernels) {
     absl::StrAppendFormat(&out, "    %-64s %3d regs, spill %d/%d B (store/load), smem %d B, stack %d B\n",
                           k.name_expression, k.registers, k.spill_store_bytes, k.spill_load_bytes, k.shared_bytes,
