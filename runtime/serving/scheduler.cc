@@ -93,12 +93,30 @@ absl::StatusOr<bool> Scheduler::RunStep() {
 
   std::vector<Slot> slots;
   int64_t budget = options_.token_budget;
+  // What prefill chunks (slots of more than one pending token) may take.
+  int64_t prefill_room = budget;
+  if (options_.decoding_step_budget > 0) {
+    int64_t decoding = 0;
+    for (int64_t id : running_) {
+      const Sequence& s = *sequences_.at(id);
+      decoding += static_cast<int64_t>(s.tokens.size()) - s.computed == 1;
+    }
+    if (decoding > 0) {
+      budget = std::min(budget, std::max(options_.decoding_step_budget, decoding + 1));
+      prefill_room = budget - decoding;
+    }
+  }
+  auto is_prefill = [](const Slot& slot) { return static_cast<int64_t>(slot.seq->tokens.size()) - slot.begin > 1; };
 
   // Running sequences first, oldest first: decodes and prefill chunks.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence& s = *sequences_.at(running_[i]);
     const int64_t pending = static_cast<int64_t>(s.tokens.size()) - s.computed;
-    const int64_t count = std::min(pending, budget);
+    const int64_t count = pending > 1 ? std::min({pending, budget, prefill_room}) : std::min(pending, budget);
+    if (count <= 0) {  // a prefill chunk with no room left this step
+      ++i;
+      continue;
+    }
     absl::Status grown = pages_.Grow(s.id, std::max(pages_.NumTokens(s.id), s.computed + count));
     if (absl::IsResourceExhausted(grown)) {
       // Out of pages: the youngest running request gives its pages back.
@@ -106,8 +124,12 @@ absl::StatusOr<bool> Scheduler::RunStep() {
       const bool self = youngest.id == s.id;
       std::vector<Slot> kept;
       for (const Slot& slot : slots) {
-        if (slot.seq->id != youngest.id) kept.push_back(slot);
-        else budget += slot.count;
+        if (slot.seq->id != youngest.id) {
+          kept.push_back(slot);
+        } else {
+          budget += slot.count;
+          if (is_prefill(slot)) prefill_room += slot.count;
+        }
       }
       slots = std::move(kept);
       Preempt(youngest);
@@ -117,10 +139,12 @@ absl::StatusOr<bool> Scheduler::RunStep() {
     if (!grown.ok()) return grown;
     slots.push_back({&s, s.computed, count, {}});
     budget -= count;
+    if (pending > 1) prefill_room -= count;
     ++i;
   }
   // Admission, FCFS, while budget and pages allow.
-  while (budget > 0 && !waiting_.empty() && static_cast<int64_t>(running_.size()) < options_.max_running) {
+  while (budget > 0 && prefill_room > 0 && !waiting_.empty() &&
+         static_cast<int64_t>(running_.size()) < options_.max_running) {
     Sequence& s = *sequences_.at(waiting_.front());
     absl::StatusOr<int64_t> cached = pages_.AllocateWithPrefix(s.id, s.tokens);
     if (absl::IsResourceExhausted(cached.status())) break;
@@ -128,9 +152,11 @@ absl::StatusOr<bool> Scheduler::RunStep() {
     waiting_.pop_front();
     running_.push_back(s.id);
     s.computed = *cached;
-    const int64_t count = std::min(static_cast<int64_t>(s.tokens.size()) - s.computed, budget);
+    const int64_t pending = static_cast<int64_t>(s.tokens.size()) - s.computed;
+    const int64_t count = pending > 1 ? std::min({pending, budget, prefill_room}) : std::min(pending, budget);
     slots.push_back({&s, s.computed, count, {}});
     budget -= count;
+    if (pending > 1) prefill_room -= count;
   }
   if (slots.empty()) {
     // Nothing fits: only possible when one request needs more than the pool.
@@ -141,7 +167,9 @@ absl::StatusOr<bool> Scheduler::RunStep() {
   }
 
   if (drafter_ != nullptr) {
-    const std::vector<int> lengths = PlanDrafts(slots, options_.token_budget - budget);
+    int64_t step_tokens = 0;
+    for (const Slot& slot : slots) step_tokens += slot.count;
+    const std::vector<int> lengths = PlanDrafts(slots, step_tokens);
     if (absl::Status drafted = DraftSlots(slots, lengths); !drafted.ok()) return drafted;
   }
 

@@ -62,6 +62,13 @@ struct SchedulerOptions {
   // below it.
   int draft_max = 8;
   int64_t verify_budget = 64;
+  // While sequences are decoding, a step holds at most this many tokens
+  // (0: token_budget): their next token waits for one small step, not for a
+  // long prefill chunk (on an H200 a 512-token step costs 4x a decode step
+  // of 8 sequences); the decodes are counted first, prefill chunks take the
+  // rest (at least one token, so prompts always advance). With none
+  // decoding, prefill chunks use token_budget.
+  int64_t decoding_step_budget = 0;
 };
 
 struct SchedulerStats {

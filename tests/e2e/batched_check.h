@@ -19,8 +19,10 @@ namespace kiln::testing {
 constexpr int64_t kBatchedCheckPages = 24;
 
 // `solo` runs each request alone; `shared` (kBatchedCheckPages pages) runs
-// them together under the scheduler.
-inline void ExpectBatchedGreedyEqualsSolo(const Program& program, Executor& solo, Executor& shared) {
+// them together under the scheduler (with SchedulerOptions::
+// decoding_step_budget as given).
+inline void ExpectBatchedGreedyEqualsSolo(const Program& program, Executor& solo, Executor& shared,
+                                          int64_t decoding_step_budget = 0) {
   const Tokenizer& tok = *program.tokenizer;
   // The four golden prompts, then variants of different lengths.
   std::vector<std::string> prompts = {"Once upon a time", "The little girl", "One day, a cat",
@@ -50,7 +52,9 @@ inline void ExpectBatchedGreedyEqualsSolo(const Program& program, Executor& solo
   }
 
   KvPageManager pages(kBatchedCheckPages, shared.page_size());
-  Scheduler scheduler(shared, pages, SchedulerOptions{.token_budget = 24, .max_running = 32});
+  SchedulerOptions options{.token_budget = 24, .max_running = 32};
+  options.decoding_step_budget = decoding_step_budget;
+  Scheduler scheduler(shared, pages, options);
   std::vector<std::vector<int32_t>> together(prompts.size());
   std::vector<std::string> reasons(prompts.size());
   for (size_t k = 0; k < prompts.size(); ++k) {

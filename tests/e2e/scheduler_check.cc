@@ -28,6 +28,8 @@ TEST(SchedulerCheck, ThirtyTwoConcurrentGreedyRequestsMatchTheirSoloRuns) {
       CpuExecutor::Create(program->plan, program->weights, shared_options);
   ASSERT_TRUE(shared.ok()) << shared.status();
   testing::ExpectBatchedGreedyEqualsSolo(*program, **solo, **shared);
+  // The same with steps kept to 12 tokens while sequences decode.
+  testing::ExpectBatchedGreedyEqualsSolo(*program, **solo, **shared, 12);
 }
 
 }  // namespace
@@ -115,6 +117,96 @@ TEST(SchedulerCheck, SixteenRequestsShareA200TokenPrefix) {
   // 15 requests each reuse the 12 whole pages (192 tokens) of the prefix.
   EXPECT_GE(shared_stats.hit_tokens, 15 * 192);
   EXPECT_EQ(shared_stats.used_pages, 0);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// --decoding-step-budget: while a sequence decodes, a new long prompt is
+// prefilled in chunks that keep every step within the budget (the decode
+// counted first), and the ids are those of each request alone; without it
+// the prompt joins as one large step.
+TEST(SchedulerCheck, DecodingStepBudgetKeepsStepsSmallWhileSequencesDecode) {
+  std::unique_ptr<Program> program = testing::CompileTestModel("stories260K");
+  if (program == nullptr) GTEST_SKIP() << "stories260K.gguf not found under " << testing::TestDataDir();
+  const Tokenizer& tok = *program->tokenizer;
+  const std::vector<int32_t> short_prompt = tok.Encode("Once upon a time", {.add_special = true});
+  std::string long_text;
+  while (tok.Encode(long_text, {.add_special = true}).size() < 60) long_text += "The little dog ran to the park. ";
+  const std::vector<int32_t> long_prompt = tok.Encode(long_text, {.add_special = true});
+  constexpr int64_t kDecoderTokens = 40, kJoinerTokens = 8;
+
+  // Runs the short request, and the long one once the short one decodes;
+  // returns both outputs and the largest step while the short one decoded.
+  auto run = [&](int64_t decoding_step_budget, int64_t* largest_step_while_decoding) {
+    CpuExecutorOptions eo;
+    eo.num_pages = 64;
+    absl::StatusOr<std::unique_ptr<CpuExecutor>> ex = CpuExecutor::Create(program->plan, program->weights, eo);
+    EXPECT_TRUE(ex.ok());
+    KvPageManager pages(64, (*ex)->page_size());
+    SchedulerOptions options{.token_budget = 64, .max_running = 8};
+    options.decoding_step_budget = decoding_step_budget;
+    Scheduler scheduler(**ex, pages, options);
+    std::vector<std::vector<int32_t>> out(2);
+    auto submit = [&](int k, const std::vector<int32_t>& prompt, int64_t max_tokens) {
+      ScheduledRequest req;
+      req.prompt = prompt;
+      req.sampling.temperature = 0;
+      req.max_tokens = max_tokens;
+      req.on_token = [&out, k](int32_t t, const SampledToken&) {
+        out[k].push_back(t);
+        return true;
+      };
+      EXPECT_TRUE(scheduler.Submit(std::move(req)).ok());
+    };
+    submit(0, short_prompt, kDecoderTokens);
+    while (out[0].empty()) EXPECT_TRUE(scheduler.Step().ok());
+    submit(1, long_prompt, kJoinerTokens);
+    *largest_step_while_decoding = 0;
+    for (absl::StatusOr<bool> more = scheduler.Step(); more.ok() && *more; more = scheduler.Step()) {
+      if (static_cast<int64_t>(out[0].size()) < kDecoderTokens) {
+        *largest_step_while_decoding = std::max(*largest_step_while_decoding, scheduler.stats().last_step_tokens);
+      }
+    }
+    EXPECT_TRUE(pages.CheckInvariants().ok());
+    return out;
+  };
+  int64_t capped = 0, uncapped = 0;
+  const auto with_budget = run(8, &capped);
+  const auto without = run(0, &uncapped);
+  EXPECT_LE(capped, 8);
+  EXPECT_GT(uncapped, 8) << "without the budget the long prompt joins in one step";
+  ASSERT_EQ(with_budget[0].size(), static_cast<size_t>(kDecoderTokens));
+  ASSERT_EQ(with_budget[1].size(), static_cast<size_t>(kJoinerTokens));
+  EXPECT_EQ(with_budget, without);
+  // And each equals its request run alone.
+  for (int k = 0; k < 2; ++k) {
+    CpuExecutorOptions eo;
+    eo.num_pages = 64;
+    absl::StatusOr<std::unique_ptr<CpuExecutor>> ex = CpuExecutor::Create(program->plan, program->weights, eo);
+    ASSERT_TRUE(ex.ok());
+    KvPageManager pages(64, (*ex)->page_size());
+    Scheduler solo(**ex, pages, SchedulerOptions{.token_budget = 64, .max_running = 1});
+    std::vector<int32_t> ids;
+    ScheduledRequest req;
+    req.prompt = k == 0 ? short_prompt : long_prompt;
+    req.sampling.temperature = 0;
+    req.max_tokens = k == 0 ? kDecoderTokens : kJoinerTokens;
+    req.on_token = [&ids](int32_t t, const SampledToken&) {
+      ids.push_back(t);
+      return true;
+    };
+    ASSERT_TRUE(solo.Submit(std::move(req)).ok());
+    for (absl::StatusOr<bool> more = solo.Step(); more.ok() && *more; more = solo.Step()) {
+    }
+    EXPECT_EQ(with_budget[k], ids) << k;
+  }
+  std::printf("a 60-token prompt joining a decoding sequence: largest step %lld tokens with --decoding-step-budget 8, "
+              "%lld without\n",
+              static_cast<long long>(capped), static_cast<long long>(uncapped));
 }
 
 }  // namespace

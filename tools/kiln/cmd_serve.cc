@@ -32,6 +32,10 @@ int RunServe(int argc, char** argv) {
               "on the CPU, at most --max-running full contexts)",
               "auto")
       .Option("token-budget", "N", "tokens per step (chunked prefill size)", "256")
+      .Option("decoding-step-budget", "N",
+              "while sequences decode, tokens per step (prefill chunks shrink so their next token is not held up; "
+              "0: --token-budget)",
+              "0")
       .Option("max-running", "N", "sequences batched at once", "64")
       .Option("max-tokens", "N", "largest max_tokens a request may ask for", "4096")
       .Option("max-body", "BYTES", "largest request body", "1048576")
@@ -52,9 +56,10 @@ int RunServe(int argc, char** argv) {
     std::printf("%s", args.Help().c_str());
     return 0;
   }
-  int64_t port, budget, running, max_tokens, max_body, threads, draft_max, spec_budget = 0;
+  int64_t port, budget, decoding_budget, running, max_tokens, max_body, threads, draft_max, spec_budget = 0;
   for (auto [flag, out] : {std::pair<const char*, int64_t*>{"port", &port},
-                           {"token-budget", &budget}, {"max-running", &running}, {"max-tokens", &max_tokens},
+                           {"token-budget", &budget}, {"decoding-step-budget", &decoding_budget},
+                           {"max-running", &running}, {"max-tokens", &max_tokens},
                            {"max-body", &max_body}, {"threads", &threads}, {"draft-max", &draft_max}}) {
     absl::StatusOr<int64_t> v = args.GetInt(flag);
     if (!v.ok() || *v < 0) return Fail("serve", absl::StrFormat("--%s must be a non-negative integer", flag));
@@ -170,6 +175,7 @@ int RunServe(int argc, char** argv) {
   SchedulerOptions scheduling{budget, running};
   scheduling.draft_max = static_cast<int>(draft_max);
   scheduling.verify_budget = spec_budget;
+  scheduling.decoding_step_budget = decoding_budget;
   Engine engine(**executor, kv, scheduling, drafter.get());
   std::string name = args.Get("MODEL");
   name = name.substr(name.find_last_of('/') + 1);
