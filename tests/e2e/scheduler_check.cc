@@ -14,6 +14,35 @@
 namespace kiln {
 namespace {
 
+// A greedy request for `max_tokens` tokens that appends them to `*out`.
+ScheduledRequest GreedyRequest(std::vector<int32_t> prompt, int64_t max_tokens, std::vector<int32_t>* out) {
+  ScheduledRequest req;
+  req.prompt = std::move(prompt);
+  req.sampling.temperature = 0;
+  req.max_tokens = max_tokens;
+  req.on_token = [out](int32_t t, const SampledToken&) {
+    out->push_back(t);
+    return true;
+  };
+  return req;
+}
+
+// The CPU executor of `program` with a pool of `pages` pages (null, and a
+// failure, if it cannot be made).
+std::unique_ptr<CpuExecutor> CpuExecutorWithPages(const Program& program, int64_t pages) {
+  CpuExecutorOptions options;
+  options.num_pages = pages;
+  absl::StatusOr<std::unique_ptr<CpuExecutor>> ex = CpuExecutor::Create(program.plan, program.weights, options);
+  EXPECT_TRUE(ex.ok()) << ex.status();
+  return ex.ok() ? *std::move(ex) : nullptr;
+}
+
+// Steps until nothing is waiting or running.
+void Drain(Scheduler& scheduler) {
+  for (absl::StatusOr<bool> more = scheduler.Step(); more.ok() && *more; more = scheduler.Step()) {
+  }
+}
+
 TEST(SchedulerCheck, ThirtyTwoConcurrentGreedyRequestsMatchTheirSoloRuns) {
   std::unique_ptr<Program> program = testing::CompileTestModel("stories260K");
   if (program == nullptr) GTEST_SKIP() << "stories260K.gguf not found under " << testing::TestDataDir();
@@ -56,50 +85,24 @@ TEST(SchedulerCheck, SixteenRequestsShareA200TokenPrefix) {
   constexpr int64_t kNew = 24;
 
   auto run_all = [&](bool share, KvPageStats* stats) {
-    CpuExecutorOptions eo;
-    eo.num_pages = 256;
-    absl::StatusOr<std::unique_ptr<CpuExecutor>> ex = CpuExecutor::Create(program->plan, program->weights, eo);
-    EXPECT_TRUE(ex.ok());
-    KvPageManager pages(256, (*ex)->page_size());
-    Scheduler scheduler(**ex, pages, SchedulerOptions{.token_budget = 256, .max_running = 16});
+    std::unique_ptr<CpuExecutor> ex = CpuExecutorWithPages(*program, 256);
+    KvPageManager pages(256, ex->page_size());
+    Scheduler scheduler(*ex, pages, SchedulerOptions{.token_budget = 256, .max_running = 16});
     std::vector<std::vector<int32_t>> out(prompts.size());
-    auto submit = [&](size_t k) {
-      ScheduledRequest req;
-      req.prompt = prompts[k];
-      req.sampling.temperature = 0;
-      req.max_tokens = kNew;
-      req.on_token = [&out, k](int32_t t, const SampledToken&) {
-        out[k].push_back(t);
-        return true;
-      };
-      EXPECT_TRUE(scheduler.Submit(std::move(req)).ok());
-    };
-    auto drain = [&] {
-      for (absl::StatusOr<bool> more = scheduler.Step(); more.ok() && *more; more = scheduler.Step()) {
-      }
-    };
+    auto submit = [&](size_t k) { EXPECT_TRUE(scheduler.Submit(GreedyRequest(prompts[k], kNew, &out[k])).ok()); };
     if (share) {
       // The first request fills and registers the prefix pages; the other
       // fifteen, batched together, find them.
       submit(0);
-      drain();
+      Drain(scheduler);
       for (size_t k = 1; k < prompts.size(); ++k) submit(k);
-      drain();
+      Drain(scheduler);
     } else {
       for (size_t k = 0; k < prompts.size(); ++k) {  // one at a time, each on a fresh pool
-        KvPageManager fresh(256, (*ex)->page_size());
-        Scheduler solo(**ex, fresh, SchedulerOptions{.token_budget = 256, .max_running = 1});
-        ScheduledRequest req;
-        req.prompt = prompts[k];
-        req.sampling.temperature = 0;
-        req.max_tokens = kNew;
-        req.on_token = [&out, k](int32_t t, const SampledToken&) {
-          out[k].push_back(t);
-          return true;
-        };
-        EXPECT_TRUE(solo.Submit(std::move(req)).ok());
-        for (absl::StatusOr<bool> more = solo.Step(); more.ok() && *more; more = solo.Step()) {
-        }
+        KvPageManager fresh(256, ex->page_size());
+        Scheduler solo(*ex, fresh, SchedulerOptions{.token_budget = 256, .max_running = 1});
+        EXPECT_TRUE(solo.Submit(GreedyRequest(prompts[k], kNew, &out[k])).ok());
+        Drain(solo);
       }
     }
     *stats = pages.Stats();
@@ -142,29 +145,15 @@ TEST(SchedulerCheck, DecodingStepBudgetKeepsStepsSmallWhileSequencesDecode) {
   // Runs the short request, and the long one once the short one decodes;
   // returns both outputs and the largest step while the short one decoded.
   auto run = [&](int64_t decoding_step_budget, int64_t* largest_step_while_decoding) {
-    CpuExecutorOptions eo;
-    eo.num_pages = 64;
-    absl::StatusOr<std::unique_ptr<CpuExecutor>> ex = CpuExecutor::Create(program->plan, program->weights, eo);
-    EXPECT_TRUE(ex.ok());
-    KvPageManager pages(64, (*ex)->page_size());
+    std::unique_ptr<CpuExecutor> ex = CpuExecutorWithPages(*program, 64);
+    KvPageManager pages(64, ex->page_size());
     SchedulerOptions options{.token_budget = 64, .max_running = 8};
     options.decoding_step_budget = decoding_step_budget;
-    Scheduler scheduler(**ex, pages, options);
+    Scheduler scheduler(*ex, pages, options);
     std::vector<std::vector<int32_t>> out(2);
-    auto submit = [&](int k, const std::vector<int32_t>& prompt, int64_t max_tokens) {
-      ScheduledRequest req;
-      req.prompt = prompt;
-      req.sampling.temperature = 0;
-      req.max_tokens = max_tokens;
-      req.on_token = [&out, k](int32_t t, const SampledToken&) {
-        out[k].push_back(t);
-        return true;
-      };
-      EXPECT_TRUE(scheduler.Submit(std::move(req)).ok());
-    };
-    submit(0, short_prompt, kDecoderTokens);
+    EXPECT_TRUE(scheduler.Submit(GreedyRequest(short_prompt, kDecoderTokens, &out[0])).ok());
     while (out[0].empty()) EXPECT_TRUE(scheduler.Step().ok());
-    submit(1, long_prompt, kJoinerTokens);
+    EXPECT_TRUE(scheduler.Submit(GreedyRequest(long_prompt, kJoinerTokens, &out[1])).ok());
     *largest_step_while_decoding = 0;
     for (absl::StatusOr<bool> more = scheduler.Step(); more.ok() && *more; more = scheduler.Step()) {
       if (static_cast<int64_t>(out[0].size()) < kDecoderTokens) {
@@ -183,25 +172,16 @@ TEST(SchedulerCheck, DecodingStepBudgetKeepsStepsSmallWhileSequencesDecode) {
   ASSERT_EQ(with_budget[1].size(), static_cast<size_t>(kJoinerTokens));
   EXPECT_EQ(with_budget, without);
   // And each equals its request run alone.
+  std::unique_ptr<CpuExecutor> ex = CpuExecutorWithPages(*program, 64);
+  ASSERT_NE(ex, nullptr);
   for (int k = 0; k < 2; ++k) {
-    CpuExecutorOptions eo;
-    eo.num_pages = 64;
-    absl::StatusOr<std::unique_ptr<CpuExecutor>> ex = CpuExecutor::Create(program->plan, program->weights, eo);
-    ASSERT_TRUE(ex.ok());
-    KvPageManager pages(64, (*ex)->page_size());
-    Scheduler solo(**ex, pages, SchedulerOptions{.token_budget = 64, .max_running = 1});
+    KvPageManager pages(64, ex->page_size());
+    Scheduler solo(*ex, pages, SchedulerOptions{.token_budget = 64, .max_running = 1});
     std::vector<int32_t> ids;
-    ScheduledRequest req;
-    req.prompt = k == 0 ? short_prompt : long_prompt;
-    req.sampling.temperature = 0;
-    req.max_tokens = k == 0 ? kDecoderTokens : kJoinerTokens;
-    req.on_token = [&ids](int32_t t, const SampledToken&) {
-      ids.push_back(t);
-      return true;
-    };
-    ASSERT_TRUE(solo.Submit(std::move(req)).ok());
-    for (absl::StatusOr<bool> more = solo.Step(); more.ok() && *more; more = solo.Step()) {
-    }
+    ASSERT_TRUE(solo.Submit(GreedyRequest(k == 0 ? short_prompt : long_prompt, k == 0 ? kDecoderTokens : kJoinerTokens,
+                                          &ids))
+                    .ok());
+    Drain(solo);
     EXPECT_EQ(with_budget[k], ids) << k;
   }
   std::printf("a 60-token prompt joining a decoding sequence: largest step %lld tokens with --decoding-step-budget 8, "
