@@ -12,7 +12,9 @@
 #                      (KILN_NCU_BATCH sequences per step, default 1)
 #   KILN_SERVE_SWEEP=1 also serve q4_k on CUDA and sweep bench_serve.py's
 #                      concurrency 1..64 (dynamic batching, docs/perf), at each
-#                      of KILN_SERVE_TEMPERATURES (default 0.8)
+#                      of KILN_SERVE_TEMPERATURES (default 0.8); the server
+#                      runs with KILN_SERVE_ARGS (default: --max-running 64
+#                      --token-budget 512)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 stage=$root/.gpu
@@ -87,7 +89,7 @@ if [ -n "${KILN_SERVE_SWEEP:-}" ] && [ -f "$weights/llama3-8b-q4_k.gguf" ]; then
   SECONDS=0
   log=$out/serve-q4_k.log
   "$kiln" serve "$stage/artifacts/llama3-8b-q4_k.prog.kiln" --weights "$weights/llama3-8b-q4_k.gguf" \
-    --backend cuda --port 0 --max-running 64 --token-budget 512 >"$log" 2>&1 &
+    --backend cuda --port 0 ${KILN_SERVE_ARGS:---max-running 64 --token-budget 512} >"$log" 2>&1 &
   server=$!
   url=
   for _ in $(seq 600); do
