@@ -142,6 +142,9 @@ struct MatmulParams {
 // padded to kGemmStride halves, so ldmatrix's 8 rows hit distinct banks).
 constexpr int kGemmM = 128, kGemmN = 128, kGemmK = 32, kGemmStages = 4, kGemmStride = kGemmK + 8;
 KILN_ABI_FN int GemmSmemBytes() { return kGemmStages * (kGemmM + kGemmN) * kGemmStride * 2; }
+// Outputs of a tile's kGemmN weight rows: silu_mul's hold a gate and an up
+// row per output.
+KILN_ABI_FN int GemmTileOutputs(int epilogue) { return epilogue == kEpilogueSiluMul ? kGemmN / 2 : kGemmN; }
 // matmul_f16_wgmma_kernel (sm_90a): the same tiles, kWgmmaK of K per stage
 // in kWgmmaStages stages, plus 1 KB to align them (128-byte swizzle atoms).
 constexpr int kWgmmaK = 64, kWgmmaStages = 3;
@@ -169,8 +172,7 @@ KILN_ABI_FN int WgmmaKSplits(int tiles, int k, int multiprocessors) {
 // Floats per token row of k_partials: every tile's 128 rows (silu_mul: 64
 // gate then 64 up rows per tile).
 KILN_ABI_FN int WgmmaPartialStride(int total_n, int epilogue) {
-  const int outputs = epilogue == kEpilogueSiluMul ? kGemmN / 2 : kGemmN;
-  return (total_n + outputs - 1) / outputs * kGemmN;
+  return (total_n + GemmTileOutputs(epilogue) - 1) / GemmTileOutputs(epilogue) * kGemmN;
 }
 
 // dequantize_f16_kernel: the rows of num_weights weights of one storage, one

@@ -117,7 +117,7 @@ class CudaExecutor final : public Executor {
   // Slices of K for matmul_f16_wgmma_kernel over `rows` tokens (WgmmaKSplits).
   int WgmmaSplits(int64_t rows, int64_t total_n, int epilogue, int64_t k) const {
     if (!k_splits_) return 1;
-    const int64_t outputs = epilogue == kEpilogueSiluMul ? kGemmN / 2 : kGemmN;
+    const int64_t outputs = GemmTileOutputs(epilogue);
     const int64_t tiles = (rows + kGemmM - 1) / kGemmM * ((total_n + outputs - 1) / outputs);
     return WgmmaKSplits(static_cast<int>(tiles), static_cast<int>(k), context_->multiprocessors());
   }
@@ -666,8 +666,6 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
             if (resident_f16_ != 0 && !at_load) return LaunchError(l, "has no resident f16 weights");
             unsigned short* y = at_load ? reinterpret_cast<unsigned short*>(resident_f16_) + rc.resident_f16
                                         : reinterpret_cast<unsigned short*>(weights_f16_);
-            absl::StatusOr<DequantizeParams> dp = DequantizeParamsOf(l, c, y);
-            if (!dp.ok()) return dp.status();
             int64_t first = 0;
             for (int i = 0; i < mp.num_weights; ++i) {
               mp.w[i] = reinterpret_cast<const unsigned char*>(y + first * mp.k);
@@ -675,12 +673,14 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
             }
             mp.row_bytes = 2LL * mp.k;
             if (!at_load) {
+              absl::StatusOr<DequantizeParams> dp = DequantizeParamsOf(l, c, y);
+              if (!dp.ok()) return dp.status();
               launched = launch(rc.functions[kDequantizeSlot], static_cast<unsigned>(first), (mp.k + 2047) / 2048, 256, 0, &*dp);
             }
           }
           if (launched.ok()) launched = launch(rc.functions[kActivationsF16Slot], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);
           if (launched.ok()) {
-            const int outputs = c.epilogue == kEpilogueSiluMul ? kGemmN / 2 : kGemmN;
+            const int outputs = GemmTileOutputs(c.epilogue);
             const unsigned row_tiles = (mp.total_n + outputs - 1) / outputs;
             if (wgmma_) {
               mp.k_splits = WgmmaSplits(max_rows, mp.total_n, c.epilogue, mp.k);

@@ -107,12 +107,16 @@ absl::StatusOr<bool> Scheduler::RunStep() {
     }
   }
   auto is_prefill = [](const Slot& slot) { return static_cast<int64_t>(slot.seq->tokens.size()) - slot.begin > 1; };
+  // Tokens a sequence with `pending` uncomputed ones gets this step.
+  auto chunk = [&](int64_t pending) {
+    return pending > 1 ? std::min({pending, budget, prefill_room}) : std::min(pending, budget);
+  };
 
   // Running sequences first, oldest first: decodes and prefill chunks.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence& s = *sequences_.at(running_[i]);
     const int64_t pending = static_cast<int64_t>(s.tokens.size()) - s.computed;
-    const int64_t count = pending > 1 ? std::min({pending, budget, prefill_room}) : std::min(pending, budget);
+    const int64_t count = chunk(pending);
     if (count <= 0) {  // a prefill chunk with no room left this step
       ++i;
       continue;
@@ -153,7 +157,7 @@ absl::StatusOr<bool> Scheduler::RunStep() {
     running_.push_back(s.id);
     s.computed = *cached;
     const int64_t pending = static_cast<int64_t>(s.tokens.size()) - s.computed;
-    const int64_t count = pending > 1 ? std::min({pending, budget, prefill_room}) : std::min(pending, budget);
+    const int64_t count = chunk(pending);
     slots.push_back({&s, s.computed, count, {}});
     budget -= count;
     if (pending > 1) prefill_room -= count;
