@@ -14,7 +14,14 @@
 #                      concurrency 1..64 (dynamic batching, docs/perf), at each
 #                      of KILN_SERVE_TEMPERATURES (default 0.8); the server
 #                      runs with KILN_SERVE_ARGS (default: --max-running 64
-#                      --token-budget 512)
+#                      --token-budget 512) and KILN_SERVE_ROUNDS requests per
+#                      client (default 2: max(2C, 8) requests per level; more
+#                      rounds measure the steady state rather than the ramp);
+#                      each level draws its prompts from seed C, so a sweep's
+#                      first pass meets no prompt cached by an earlier level;
+#                      prompts of KILN_SERVE_PROMPT_WORDS words (default 64;
+#                      the synthetic model's tokenizer makes ~4.2 tokens of a
+#                      word, bench_serve.py prints the measured rate)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 stage=$root/.gpu
@@ -104,10 +111,11 @@ if [ -n "${KILN_SERVE_SWEEP:-}" ] && [ -f "$weights/llama3-8b-q4_k.gguf" ]; then
     for temp in ${KILN_SERVE_TEMPERATURES:-0.8}; do
       echo "temperature $temp"
       for c in 1 2 4 8 16 32 64; do
-        n=$(( c * 2 > 8 ? c * 2 : 8 ))
+        rounds=${KILN_SERVE_ROUNDS:-2}
+        n=$(( c * rounds > 8 ? c * rounds : 8 ))
         json=$out/serve-t$temp-c$c.json
-        python3 "$root/scripts/bench_serve.py" --url "$url" --requests $n --concurrency $c --mix fixed \
-          --prompt-len 64 --max-tokens 64 --temperature "$temp" --metrics-interval 0 --json >"$json" 2>"$json.err" ||
+        python3 "$root/scripts/bench_serve.py" --url "$url" --requests $n --concurrency $c --mix fixed --seed $c \
+          --prompt-len ${KILN_SERVE_PROMPT_WORDS:-64} --max-tokens 64 --temperature "$temp" --metrics-interval 0 --json >"$json" 2>"$json.err" ||
           echo "sweep c=$c failed: $(tail -2 "$json.err")"
         python3 -c "import json,sys; r=json.load(open(sys.argv[1])); i=r['itl_ms']; t=r['ttft_ms']; st=r.get('server_steps') or 0; ss=r.get('server_step_s') or 0; se=r.get('server_executor_s') or 0; print('c=%3s  %5d/%d ok  %8.1f tok/s  ITL p50 %.1f p99 %.1f ms  TTFT p50 %.0f p99 %.0f ms  | server %.1f tok/s, %d steps, %.2f ms/step (%.2f backend, %.2f host)' % (sys.argv[2], r['completed'], r['requests'], r['throughput_tok_s'], i['p50'], i['p99'], t['p50'], t['p99'], r.get('server_throughput_tok_s') or 0, st, 1e3 * ss / max(st, 1), 1e3 * se / max(st, 1), 1e3 * (ss - se) / max(st, 1)))" \
           "$json" $c
