@@ -34,16 +34,18 @@ __global__ void __launch_bounds__(128) attention_prefill_kernel(AttentionParams 
   __shared__ __align__(16) unsigned short ks[kT][kStride];
   __shared__ __align__(16) unsigned short vs[kT][kStride];
 
-  // Q (rotated, times the scale) in f16, staged in ks, then each warp's 16
-  // rows as A fragments in registers.
+  // Q (rotated, times the scale and log2(e): the softmax below takes powers
+  // of 2, the same weights for fewer instructions than expf) in f16, staged
+  // in ks, then each warp's 16 rows as A fragments in registers.
+  const float scale = p.scale * 1.4426950408889634f;
   for (int i = threadIdx.x; i < kT * kD / 2; i += blockDim.x) {
     const int r = i / (kD / 2), d = 2 * (i % (kD / 2)), t = t0 + r;
     float a = 0.0f, b = 0.0f;
     if (t < tokens) {
       const float* src = p.q + (static_cast<long long>(t) * p.num_heads + h) * kD;
       const int pos = p.positions[t];
-      a = (p.use_rope ? RopeElement(p.rope, src, d, pos) : src[d]) * p.scale;
-      b = (p.use_rope ? RopeElement(p.rope, src, d + 1, pos) : src[d + 1]) * p.scale;
+      a = (p.use_rope ? RopeElement(p.rope, src, d, pos) : src[d]) * scale;
+      b = (p.use_rope ? RopeElement(p.rope, src, d + 1, pos) : src[d + 1]) * scale;
     }
     *reinterpret_cast<unsigned*>(&ks[r][d]) = PackHalf2(a, b);
   }
@@ -71,35 +73,41 @@ __global__ void __launch_bounds__(128) attention_prefill_kernel(AttentionParams 
     for (int r = 0; r < 4; ++r) o[j][r] = 0.0f;
   float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)}, l[2] = {0.0f, 0.0f};
 
+  // K and V rows of the tile's positions (null past n), double-buffered so
+  // a tile's pointers are written while no thread reads that buffer.
+  __shared__ const float* rows[2][kT];
+  const long long v_offset = static_cast<long long>(PoolRow(p.pool, p.layer, 1, 0, 0) - PoolRow(p.pool, p.layer, 0, 0, 0));
   for (int j0 = 0; j0 < n; j0 += kT) {
-    __syncthreads();  // every warp is done with the previous K and V (and Q's staging)
+    const int buf = (j0 / kT) % 2;
+    if (threadIdx.x < kT) {
+      const int j = j0 + threadIdx.x;
+      rows[buf][threadIdx.x] =
+          j < n ? PoolRow(p.pool, p.layer, 0, table[j / p.pool.page_size], j % p.pool.page_size) + kv_head * kD : nullptr;
+    }
+    __syncthreads();  // every warp is done with the previous K and V (and Q's staging); the pointers are ready
     {
-      // Two threads per position, each half of its dims: one page lookup,
-      // then kBatch 16-byte loads of K and of V in flight at a time.
-      constexpr int kHalf = kD / 2, kBatch = 4;
-      const int r = threadIdx.x / 2, d0 = (threadIdx.x % 2) * kHalf, j = j0 + r;
-      const float* krow = nullptr;
-      const float* vrow = nullptr;
-      if (j < n) {
-        const int page = table[j / p.pool.page_size], slot = j % p.pool.page_size;
-        krow = PoolRow(p.pool, p.layer, 0, page, slot) + kv_head * kD + d0;
-        vrow = PoolRow(p.pool, p.layer, 1, page, slot) + kv_head * kD + d0;
-      }
+      // Coalesced: consecutive threads take consecutive 16-byte chunks of a
+      // row (a warp reads 512 contiguous bytes per load when kD = 128; one
+      // lane per row's own 256-byte run took 80 us a layer at 512 tokens,
+      // this 60), up to kBatch loads of K and of V in flight per thread.
+      constexpr int kChunks = kD / 4, kPer = kT * kChunks / 128, kBatch = kPer < 8 ? kPer : 8;
 #pragma unroll
-      for (int c = 0; c < kHalf / 4; c += kBatch) {
+      for (int b0 = 0; b0 < kPer; b0 += kBatch) {
         float4 kv[kBatch], vv[kBatch];
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
+          const int i = threadIdx.x + 128 * (b0 + b);
+          const float* krow = b0 + b < kPer ? rows[buf][i / kChunks] : nullptr;
           kv[b] = vv[b] = {0.0f, 0.0f, 0.0f, 0.0f};
-          if (krow != nullptr && c + b < kHalf / 4) {
-            kv[b] = *reinterpret_cast<const float4*>(krow + 4 * (c + b));
-            vv[b] = *reinterpret_cast<const float4*>(vrow + 4 * (c + b));
+          if (krow != nullptr) {
+            kv[b] = *reinterpret_cast<const float4*>(krow + 4 * (i % kChunks));
+            vv[b] = *reinterpret_cast<const float4*>(krow + v_offset + 4 * (i % kChunks));
           }
         }
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
-          if (c + b >= kHalf / 4) break;
-          const int d = d0 + 4 * (c + b);
+          if (b0 + b >= kPer) break;
+          const int i = threadIdx.x + 128 * (b0 + b), r = i / kChunks, d = 4 * (i % kChunks);
           *reinterpret_cast<uint2*>(&ks[r][d]) = {PackHalf2(kv[b].x, kv[b].y), PackHalf2(kv[b].z, kv[b].w)};
           *reinterpret_cast<uint2*>(&vs[r][d]) = {PackHalf2(vv[b].x, vv[b].y), PackHalf2(vv[b].z, vv[b].w)};
         }
@@ -140,7 +148,7 @@ __global__ void __launch_bounds__(128) attention_prefill_kernel(AttentionParams 
       m_new[i] = fmaxf(m_new[i], __shfl_xor_sync(0xffffffffu, m_new[i], 1));
       m_new[i] = fmaxf(m_new[i], __shfl_xor_sync(0xffffffffu, m_new[i], 2));
       // A row with nothing visible yet (or an unused row) keeps m = -inf: no correction, weights 0.
-      correction[i] = m_new[i] == -__int_as_float(0x7f800000) ? 1.0f : expf(m[i] - m_new[i]);
+      correction[i] = m_new[i] == -__int_as_float(0x7f800000) ? 1.0f : exp2f(m[i] - m_new[i]);
     }
     unsigned pa[kT / 16][4];
 #pragma unroll
@@ -148,7 +156,7 @@ __global__ void __launch_bounds__(128) attention_prefill_kernel(AttentionParams 
       float e[4];
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        e[r] = sc[jt][r] == -__int_as_float(0x7f800000) ? 0.0f : expf(sc[jt][r] - m_new[r / 2]);
+        e[r] = sc[jt][r] == -__int_as_float(0x7f800000) ? 0.0f : exp2f(sc[jt][r] - m_new[r / 2]);
         sum[r / 2] += e[r];
       }
       pa[jt / 2][(jt % 2) * 2] = PackHalf2(e[0], e[1]);
