@@ -148,7 +148,7 @@ __device__ __forceinline__ TileInt8Scales UnpackTileInt8Scales(const uint4& h) {
   return s;
 }
 
-// grid (ceil(total_n / TileInt8RowsPerBlock(kEpilogue)), ceil(bucket / 8)),
+// grid (ceil(bucket / 8), ceil(total_n / TileInt8RowsPerBlock(kEpilogue))),
 // kTileInt8Warps warps, TileInt8SmemBytes(k) of dynamic shared memory.
 template <class S, int kEpilogue>
 __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kernel(MatmulParams p) {
@@ -157,9 +157,12 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
   constexpr int kTiles = TileInt8RowsPerBlock(kEpilogue) / 16;  // 16-row MMA tiles of outputs per warp
   extern __shared__ float4 meta[];  // [kTileInt8Tokens][TileInt8MetaStride(k)]
   const int rows = *p.rows;
-  const int t0 = blockIdx.y * kTileInt8Tokens;
+  // Token tiles are the grid's x: the blocks of one set of weight rows run
+  // side by side, so a step of several tiles reads those rows from DRAM
+  // once and from L2 for the rest.
+  const int t0 = blockIdx.x * kTileInt8Tokens;
   if (t0 >= rows) return;
-  const int n0 = blockIdx.x * TileInt8RowsPerBlock(kEpilogue);
+  const int n0 = blockIdx.y * TileInt8RowsPerBlock(kEpilogue);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
 
   // Rows g and g + 8 of each tile (h = 0, 1): their weight rows (gate and up for silu_mul).

@@ -35,7 +35,8 @@ namespace kiln::cuda {
 // activations_int8_kernel (MatmulParams::x_i8, x_meta; two more matmul slots).
 // 7: matmul_f16_wgmma_kernel cuts K into slices where its tiles are few
 // (MatmulParams::k_partials, k_splits), added by matmul_split_sum_kernel.
-constexpr uint32_t kBundleVersion = 7;
+// 8: matmul_tile_int8_kernel's grid is (token tiles, row blocks).
+constexpr uint32_t kBundleVersion = 8;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

@@ -717,8 +717,8 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           launched = launch(rc.functions[kActivationsInt8Slot], max_rows, 1, kActivationsInt8Threads, 0, &ip);
           if (launched.ok()) {
             const int per_block = TileInt8RowsPerBlock(c.epilogue);
-            launched = launch(rc.functions[kMatmulTileInt8Slot], (mp.total_n + per_block - 1) / per_block,
-                              (max_rows + kTileInt8Tokens - 1) / kTileInt8Tokens, 32 * kTileInt8Warps,
+            launched = launch(rc.functions[kMatmulTileInt8Slot], (max_rows + kTileInt8Tokens - 1) / kTileInt8Tokens,
+                              (mp.total_n + per_block - 1) / per_block, 32 * kTileInt8Warps,
                               TileInt8SmemBytes(mp.k), &mp);
           }
         } else if (max_rows > 1 && rc.call.has_tile_tc() && mp.k % 32 == 0) {
