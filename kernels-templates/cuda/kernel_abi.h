@@ -37,6 +37,10 @@ constexpr int kMaxFusedWeights = 3;
 // Chunks are the whole of K where that fits the budget, else a multiple of
 // 2048 elements (whole blocks and lane steps of every storage).
 constexpr int kMatmulWarps = 8, kMatmulTiledRowsPerWarp = 2;
+// Steps of up to kMatmulPairTile tokens (two sequences decoding) run like
+// one-token decode: one wave of blocks taking row groups in rounds, K split
+// where the blocks are few, the storage's lane rows per warp.
+constexpr int kMatmulPairTile = 2;
 constexpr int kMatmulSmemBudgetFloats = 20480;
 // Decode launches whose row blocks would not fill the SMs once (o_proj and
 // down of an 8B model: 128 blocks) split K over two warps per set of rows,

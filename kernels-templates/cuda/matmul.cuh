@@ -1,14 +1,15 @@
 // Weight-times-activation: y[t, n] = epilogue(sum_k norm(x)[t, k] W[n, k])
-// for every storage, on CUDA cores. kTile 1 is the decode GEMV; larger tiles
-// serve small buckets (verification, batched decode), the weights read once
-// per tile of tokens. Each block stages its tokens' activations in shared
-// memory once, RMS-normalised when the launch has the norm prologue (1/rms
-// over the whole row first), a chunk of K at a time: as f32, or as int8
-// codes with per-32 scales for the lanes that multiply with dp4a (q4_K). Its
-// warps then walk kRows weight rows each, a storage lane step
-// (matmul_lanes.cuh) per iteration, with the loads of all rows issued before
-// their arithmetic and two steps in flight where registers allow; decode
-// launches of few row blocks split K between two warps per set of rows.
+// for every storage, on CUDA cores. kTile 1 is the decode GEMV, kTile 2 the
+// same for two sequences (q4_K); larger tiles serve small buckets
+// (verification, batched decode), the weights read once per tile of tokens.
+// Each block stages its tokens' activations in shared memory once,
+// RMS-normalised when the launch has the norm prologue (1/rms over the whole
+// row first), a chunk of K at a time: as f32, or as int8 codes with per-32
+// scales for the lanes that multiply with dp4a (q4_K). Its warps then walk
+// kRows weight rows each, a storage lane step (matmul_lanes.cuh) per
+// iteration, with the loads of all rows issued before their arithmetic and
+// two steps in flight where registers allow; decode launches of few row
+// blocks split K between two warps per set of rows.
 #pragma once
 
 #include "common.cuh"
@@ -246,9 +247,10 @@ __device__ __forceinline__ void WalkChunkInt8(const unsigned char* const (&weigh
 }
 
 template <class S, int kEpilogue, bool kNorm, int kTile>
-__global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_kernel(MatmulParams p) {
+__global__ void __launch_bounds__(32 * kMatmulWarps, kTile <= kMatmulPairTile ? 2 : 1) matmul_kernel(MatmulParams p) {
   using Lane = typename LaneOf<S>::type;
-  constexpr int kRows = kTile == 1 ? Lane::kRows : kMatmulTiledRowsPerWarp;
+  constexpr bool kDecode = kTile <= kMatmulPairTile;  // one or two sequences decoding
+  constexpr int kRows = kDecode ? Lane::kRows : kMatmulTiledRowsPerWarp;
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   constexpr int kThreads = 32 * kMatmulWarps;
   extern __shared__ float4 staged4[];
@@ -257,10 +259,12 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_
   __shared__ double partial[kMatmulWarps][kTile];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int t0 = blockIdx.y * kTile;
-  // Decode (the host launches kTile 1 for one-token buckets, one row of
-  // blocks) reads the row count only before storing, so no load waits on it.
-  int tiles = 1;
-  if constexpr (kTile > 1) {
+  // Decode (one- and two-token buckets, one row of blocks) reads the row
+  // count only before storing, so no load waits on it: it stages both
+  // tokens of a two-token bucket (the arena has their rows) and stores those
+  // that exist.
+  int tiles = kTile;
+  if constexpr (!kDecode) {
     const int rows = *p.rows;
     if (t0 >= rows) return;
     tiles = min(kTile, rows - t0);
@@ -268,14 +272,14 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_
 
   // Decode launches of few row blocks split K over ksplit warps per rows
   // (slices interleaved by lane step), combined in order at the end.
-  const int ksplit = kTile == 1 ? max(1, p.ksplit) : 1, slice = warp % ksplit;
+  const int ksplit = kDecode ? max(1, p.ksplit) : 1, slice = warp % ksplit;
   // Decode launches of more row blocks than fit the GPU at once come as one
   // wave of blocks that stage the activations once and then take row groups
   // round by round (the host sizes the grid; a single staged chunk only): no
   // second partial wave, and one staging per block instead of per 32 rows.
   const int groups_per_block = kMatmulWarps / ksplit;
   const int total_groups = (p.total_n + kRows - 1) / kRows;
-  const int rounds = kTile == 1 && p.chunk >= p.k
+  const int rounds = kDecode && p.chunk >= p.k
                          ? (total_groups + gridDim.x * groups_per_block - 1) / (gridDim.x * groups_per_block)
                          : 1;
 
@@ -394,14 +398,16 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_
           for (int t = 0; t < kTile; ++t) acc[r][w][t] = WarpSum(acc[r][w][t]);
     }
     bool stores = active && lane == 0;
-    if constexpr (kTile == 1) {
+    if constexpr (kDecode) {
       if (ksplit > 1) {
-        __shared__ float slice_acc[kMatmulWarps][kRows * kParts];
+        __shared__ float slice_acc[kMatmulWarps][kRows * kParts * kTile];
         if (active && slice > 0 && lane == 0) {
 #pragma unroll
           for (int r = 0; r < kRows; ++r)
 #pragma unroll
-            for (int w = 0; w < kParts; ++w) slice_acc[warp][r * kParts + w] = acc[r][w][0];
+            for (int w = 0; w < kParts; ++w)
+#pragma unroll
+              for (int t = 0; t < kTile; ++t) slice_acc[warp][(r * kParts + w) * kTile + t] = acc[r][w][t];
         }
         __syncthreads();
         if (slice == 0 && active && lane == 0) {
@@ -409,12 +415,18 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile == 1 ? 2 : 1) matmul_
 #pragma unroll
             for (int r = 0; r < kRows; ++r)
 #pragma unroll
-              for (int w = 0; w < kParts; ++w) acc[r][w][0] += slice_acc[warp + sl][r * kParts + w];
+              for (int w = 0; w < kParts; ++w)
+#pragma unroll
+                for (int t = 0; t < kTile; ++t) acc[r][w][t] += slice_acc[warp + sl][(r * kParts + w) * kTile + t];
         }
         __syncthreads();  // slice_acc is read before a next round writes it
         stores = stores && slice == 0;
       }
-      stores = stores && *p.rows >= 1;
+      if constexpr (kTile == 1) {
+        stores = stores && *p.rows >= 1;
+      } else {
+        tiles = min(tiles, *p.rows);
+      }
     }
     if (!stores) continue;
 #pragma unroll

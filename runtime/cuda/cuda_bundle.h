@@ -36,7 +36,9 @@ namespace kiln::cuda {
 // 7: matmul_f16_wgmma_kernel cuts K into slices where its tiles are few
 // (MatmulParams::k_partials, k_splits), added by matmul_split_sum_kernel.
 // 8: matmul_tile_int8_kernel's grid is (token tiles, row blocks).
-constexpr uint32_t kBundleVersion = 8;
+// 9: q4_K buckets of two tokens run matmul_kernel<..., 2> like decode (a
+// 13th matmul slot).
+constexpr uint32_t kBundleVersion = 9;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

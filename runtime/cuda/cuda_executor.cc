@@ -148,6 +148,7 @@ class CudaExecutor final : public Executor {
   int64_t resident_f16_bytes_ = 0;
   bool wgmma_ = false;  // the prefill matmul on matmul_f16_wgmma_kernel
   bool tile_int8_ = true;  // q4_K's small buckets on matmul_tile_int8_kernel
+  bool pair_tile_ = true;  // q4_K's two-token buckets on matmul_kernel, tile 2
   bool k_splits_ = true;   // the wgmma prefill matmul cuts K where its tiles are few
   CUfunction argmax_ = nullptr;  // null for kernels sections without it: StepGreedy then reads the logits
   uint64_t scratch_bytes_ = 0;
@@ -304,6 +305,9 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   // (KILN_CUDA_TILE_INT8=0: on matmul_tile_tc_kernel's f16 path).
   const char* tile_int8 = std::getenv("KILN_CUDA_TILE_INT8");
   ex->tile_int8_ = !(tile_int8 != nullptr && std::string(tile_int8) == "0");
+  // q4_K's two-token buckets run like decode (KILN_CUDA_PAIR_TILE=0: on the int8 tile kernel).
+  const char* pair_tile = std::getenv("KILN_CUDA_PAIR_TILE");
+  ex->pair_tile_ = !(pair_tile != nullptr && std::string(pair_tile) == "0");
   // Where its tiles are few, the wgmma matmul cuts K into slices (KILN_CUDA_K_SPLITS=0: never).
   const char* k_splits = std::getenv("KILN_CUDA_K_SPLITS");
   ex->k_splits_ = !(k_splits != nullptr && std::string(k_splits) == "0");
@@ -335,7 +339,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
       }
       if (c.kind == KernelKind::kMatmul) {
         // The CUDA-core matmuls stage activations in up to this much dynamic shared memory.
-        for (int i = 0; i < 2; ++i) {
+        for (MatmulSlot i : {kMatmulDecodeSlot, kMatmulTiledSlot, kMatmulPairSlot}) {
+          if (r.functions[i] == nullptr) continue;
           KILN_CU(api, api.cuFuncSetAttribute(r.functions[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                               kMatmulSmemBudgetFloats * static_cast<int>(sizeof(float))));
         }
@@ -658,6 +663,9 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         ap.y = reinterpret_cast<unsigned short*>(x_f16_);
         mp.x_f16 = ap.y;
         absl::Status launched;
+        // Two-token buckets of q4_K run like decode (matmul_kernel, tile 2:
+        // no activation launches, the weights' loads shared by both tokens).
+        const bool pair = max_rows == kMatmulPairTile && pair_tile_ && rc.functions[kMatmulPairSlot] != nullptr;
         if (UsesF16Weights(c, li, bucket, mp.k)) {
           if (rc.functions[kDequantizeSlot] != nullptr) {
             // The weights' rows one after another in f16, decoded at load
@@ -700,7 +708,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           if (launched.ok()) {
             launched = launch(rc.functions[kMatmulTcSlot], (mp.total_n + 63) / 64, (max_rows + 127) / 128, 256, 0, &mp);
           }
-        } else if (max_rows > 1 && tile_int8_ && rc.call.has_tile_int8() && mp.k % 256 == 0 &&
+        } else if (!pair && max_rows > 1 && tile_int8_ && rc.call.has_tile_int8() && mp.k % 256 == 0 &&
                    TileInt8SmemBytes(mp.k) <= kTileInt8SmemMax) {
           // q4_K's buckets of 2-63 tokens and the logit rows of larger ones:
           // x as int8 codes, then its float4 per 32 elements (16-byte aligned: K is a multiple of 256).
@@ -721,7 +729,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
                               (mp.total_n + per_block - 1) / per_block, 32 * kTileInt8Warps,
                               TileInt8SmemBytes(mp.k), &mp);
           }
-        } else if (max_rows > 1 && rc.call.has_tile_tc() && mp.k % 32 == 0) {
+        } else if (!pair && max_rows > 1 && rc.call.has_tile_tc() && mp.k % 32 == 0) {
           // Buckets of 2-63 tokens, and the logit rows of larger ones (few:
           // one per sequence in prefill), on tensor cores: x as f16 hi | lo |
           // sums per 32.
@@ -735,19 +743,20 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
                               (max_rows + kTileTcTokensPerBlock - 1) / kTileTcTokensPerBlock, 256, 0, &mp);
           }
         } else {
-          const bool tiled = max_rows > 1;
-          const int tile = tiled ? kPrefillTile : 1;
+          const int tile = pair ? kMatmulPairTile : max_rows > 1 ? kPrefillTile : 1;
+          const bool decode = tile <= kMatmulPairTile;
           const DeviceWeight* first = weight(fused ? absl::StrCat("weight", c.weights[0]) : std::string("weight"));
           const int rows_per_warp = MatmulRowsPerWarp(first->storage, tile);
           const int row_blocks = (mp.total_n + kMatmulWarps * rows_per_warp - 1) / (kMatmulWarps * rows_per_warp);
-          mp.ksplit = tiled ? 1 : MatmulKSplit(row_blocks, context_->multiprocessors());
+          mp.ksplit = decode ? MatmulKSplit(row_blocks, context_->multiprocessors()) : 1;
           const int per_block = kMatmulWarps / mp.ksplit * rows_per_warp;
           mp.chunk = MatmulChunk(mp.k, tile);
           int blocks = (mp.total_n + per_block - 1) / per_block;
           // Decode launches of more blocks than fit at once (two per SM): one
           // wave whose blocks take row groups in rounds (matmul_kernel).
-          if (!tiled && mp.ksplit == 1 && mp.chunk >= mp.k) blocks = std::min(blocks, 2 * context_->multiprocessors());
-          launched = launch(rc.functions[tiled ? kMatmulTiledSlot : kMatmulDecodeSlot], blocks,
+          if (decode && mp.ksplit == 1 && mp.chunk >= mp.k) blocks = std::min(blocks, 2 * context_->multiprocessors());
+          const int slot = pair ? kMatmulPairSlot : tile == 1 ? kMatmulDecodeSlot : kMatmulTiledSlot;
+          launched = launch(rc.functions[slot], blocks,
                             (max_rows + tile - 1) / tile, 32 * kMatmulWarps,
                             static_cast<unsigned>(MatmulSmemFloats(mp.chunk, tile) * sizeof(float)), &mp);
         }

@@ -44,6 +44,7 @@ KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, 
   if (storage_template == "kiln::StorageQ4_K") {
     c.names[kActivationsInt8Slot] = absl::StrCat("kiln::activations_int8_kernel<", norm_arg, ">");
     c.names[kMatmulTileInt8Slot] = absl::StrCat("kiln::matmul_tile_int8_kernel<", storage_template, ", ", epilogue, ">");
+    c.names[kMatmulPairSlot] = MatmulName(storage_template, epilogue, norm, cuda_abi::kMatmulPairTile);
   }
   // f16 rows are read in place; other storages are decoded to f16 first.
   if (storage_template != "kiln::StorageF16") {
@@ -121,7 +122,7 @@ bool HasTileTensorCoreKernel(const std::string& storage_template) {
 }
 
 int MatmulRowsPerWarp(const std::string& storage, int tile) {
-  if (tile > 1) return cuda_abi::kMatmulTiledRowsPerWarp;
+  if (tile > cuda_abi::kMatmulPairTile) return cuda_abi::kMatmulTiledRowsPerWarp;
   // matmul_lanes.cuh's kRows: q6_K's lane holds 14 words per row (1 row), q8_0's 17 and q5_0/q5_1's 6 (2
   // rows, no spills), the others at most 8.
   // Storage names as WeightStorage::Name() spells them ("q6_K").
