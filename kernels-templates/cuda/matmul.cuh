@@ -5,11 +5,12 @@
 // Each block stages its tokens' activations in shared memory once,
 // RMS-normalised when the launch has the norm prologue (1/rms over the whole
 // row first), a chunk of K at a time: as f32, or as int8 codes with per-32
-// scales for the lanes that multiply with dp4a (q4_K). Its warps then walk
-// kRows weight rows each, a storage lane step (matmul_lanes.cuh) per
-// iteration, with the loads of all rows issued before their arithmetic and
-// two steps in flight where registers allow; decode launches of few row
-// blocks split K between two warps per set of rows.
+// scales for the lanes that multiply with dp4a (q4_K, and q8_0's one-token
+// decode where K is a multiple of 256). Its warps then walk kRows weight
+// rows each, a storage lane step (matmul_lanes.cuh) per iteration, with the
+// loads of all rows issued before their arithmetic and two steps in flight
+// where registers allow; decode launches of few row blocks split K between
+// two warps per set of rows.
 #pragma once
 
 #include "common.cuh"
@@ -251,6 +252,11 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile <= kMatmulPairTile ? 
   using Lane = typename LaneOf<S>::type;
   constexpr bool kDecode = kTile <= kMatmulPairTile;  // one or two sequences decoding
   constexpr int kRows = kDecode ? Lane::kRows : kMatmulTiledRowsPerWarp;
+  // One-token decode of a storage with an int8 lane besides its own (q8_0)
+  // takes it where K is a multiple of 256; activations staged as int8 then.
+  constexpr bool kInt8Decode = kTile == 1 && Int8LaneOf<S>::kHas;
+  static_assert(!kInt8Decode || Int8LaneOf<S>::type::kRows == Lane::kRows, "the host sizes rows by storage");
+  const bool int8 = Lane::kInt8 || (kInt8Decode && p.k % 256 == 0);
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   constexpr int kThreads = 32 * kMatmulWarps;
   extern __shared__ float4 staged4[];
@@ -354,7 +360,7 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile <= kMatmulPairTile ? 
             for (int b = 0; b < kStageBatch; ++b) {
               if (base + b * 4 * kThreads >= len) break;
               const int i = base + (b * kThreads + tid) * 4;
-              if constexpr (Lane::kInt8) {
+              if (int8) {
                 StageInt8(v[b], i, len, xs + t * xstride, xstride, sums + t * sstride);
               } else {
                 StageF32(v[b], i, len, xs + t * xstride, sums + t * sstride);
@@ -369,6 +375,11 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile <= kMatmulPairTile ? 
         // Whole 256-element blocks only: K and every chunk are multiples of 256.
         WalkChunkInt8<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit, xs, xstride, sums, sstride,
                                                   acc);
+      } else if (int8) {
+        if constexpr (kInt8Decode) {
+          WalkChunkInt8<typename Int8LaneOf<S>::type, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit, xs,
+                                                                            xstride, sums, sstride, acc);
+        }
       } else {
         const int full = Lane::Fits(p.k) ? WalkChunk<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit,
                                                                                  xs, xstride, sums, sstride, acc)

@@ -185,6 +185,47 @@ struct LaneQ8_0Pair {
   }
 };
 
+// q8_0 against int8 activations (decode where K is a multiple of 256, see
+// Int8LaneOf): the same two blocks per lane step, each 32-code block a run
+// of 8 dp4a against the staged codes of its 32-element group (contiguous in
+// Int8CodeIndex's order), so a weight costs ~0.5 instructions instead of the
+// f32 lane's ~3. The codes are signed and centred on 0, so the activations'
+// rounding is left uncorrected, as in llama.cpp's q8_0 x q8_1 dot:
+//   sum_i d q_i x_i ~ d dx sum_i q_i c_i.
+struct LaneQ8_0Int8 {
+  static constexpr int kLane = 64, kRows = LaneQ8_0Pair::kRows;
+  static constexpr bool kInt8 = true;
+  using Raw = LaneQ8_0Pair::Raw;
+  struct X {
+    int4 a0, a1, b0, b1;  // the codes of the two groups
+    float dxa, dxb;       // and their scales
+  };
+  __device__ static Raw Load(const unsigned char* row, unsigned e) { return LaneQ8_0Pair::Load(row, e); }
+  __device__ static X LoadX(unsigned e, const float* xs, int xstride, const float*) {
+    const unsigned char* codes = reinterpret_cast<const unsigned char*>(xs);
+    const int4* a = reinterpret_cast<const int4*>(codes + Int8CodeIndex(e));
+    const int4* b = reinterpret_cast<const int4*>(codes + Int8CodeIndex(e + 32));
+    const float* dx = Int8Scales(xs, xstride) + e / 32;
+    return {a[0], a[1], b[0], b[1], dx[0], dx[1]};
+  }
+  __device__ static void DotX(const Raw& r, unsigned, const X& x, float& acc) {
+    // Block 0: d in bytes 0-1, codes 2..33 (word-unaligned: each code word
+    // spans two raw words); block 1: d in bytes 34-35, codes 36..67 = words 9..16.
+    const int xa[8] = {x.a0.x, x.a0.y, x.a0.z, x.a0.w, x.a1.x, x.a1.y, x.a1.z, x.a1.w};
+    const int xb[8] = {x.b0.x, x.b0.y, x.b0.z, x.b0.w, x.b1.x, x.b1.y, x.b1.z, x.b1.w};
+    int sa = 0, sb = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      sa = __dp4a(static_cast<int>(__byte_perm(r.w[j], r.w[j + 1], 0x5432)), xa[j], sa);
+      sb = __dp4a(static_cast<int>(r.w[9 + j]), xb[j], sb);
+    }
+    const float da = HalfToFloat(static_cast<unsigned short>(r.w[0] & 0xFFFF));
+    const float db = HalfToFloat(static_cast<unsigned short>(r.w[8] >> 16));
+    acc = fmaf(da * x.dxa, static_cast<float>(sa), acc);
+    acc = fmaf(db * x.dxb, static_cast<float>(sb), acc);
+  }
+};
+
 // q4_K: 16 code bytes per lane step (8 lanes per 256-element block), i.e.
 // 16 elements of sub-block 2c (low nibbles) and the 16 matching ones of
 // sub-block 2c + 1 (high nibbles), with the block's 16-byte header, against
@@ -424,6 +465,19 @@ struct LaneOf<StorageQ5_1> {
 template <>
 struct LaneOf<StorageQ6_K> {
   using type = LaneQ6_K;
+};
+
+// Storages whose decode also has an int8 lane, taken where K is a multiple
+// of 256 (the int8 staging's unit); their own lane covers other K.
+template <class S>
+struct Int8LaneOf {
+  static constexpr bool kHas = false;
+  using type = LaneQ4_K;  // unused
+};
+template <>
+struct Int8LaneOf<StorageQ8_0> {
+  static constexpr bool kHas = true;
+  using type = LaneQ8_0Int8;
 };
 
 }  // namespace kiln
