@@ -1,12 +1,12 @@
 // Weight-times-activation: y[t, n] = epilogue(sum_k norm(x)[t, k] W[n, k])
 // for every storage, on CUDA cores. kTile 1 is the decode GEMV, kTile 2 the
-// same for two sequences (q4_K); larger tiles serve small buckets
+// same for two sequences (q4_K, q8_0); larger tiles serve small buckets
 // (verification, batched decode), the weights read once per tile of tokens.
 // Each block stages its tokens' activations in shared memory once,
 // RMS-normalised when the launch has the norm prologue (1/rms over the whole
 // row first), a chunk of K at a time: as f32, or as int8 codes with per-32
-// scales for the lanes that multiply with dp4a (q4_K, and q8_0's one-token
-// decode where K is a multiple of 256). Its warps then walk kRows weight
+// scales for the lanes that multiply with dp4a (q4_K, and q8_0's decode
+// where K is a multiple of 256). Its warps then walk kRows weight
 // rows each, a storage lane step (matmul_lanes.cuh) per iteration, with the
 // loads of all rows issued before their arithmetic and two steps in flight
 // where registers allow; decode launches of few row blocks split K between
@@ -252,9 +252,9 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile <= kMatmulPairTile ? 
   using Lane = typename LaneOf<S>::type;
   constexpr bool kDecode = kTile <= kMatmulPairTile;  // one or two sequences decoding
   constexpr int kRows = kDecode ? Lane::kRows : kMatmulTiledRowsPerWarp;
-  // One-token decode of a storage with an int8 lane besides its own (q8_0)
-  // takes it where K is a multiple of 256; activations staged as int8 then.
-  constexpr bool kInt8Decode = kTile == 1 && Int8LaneOf<S>::kHas;
+  // Decode of a storage with an int8 lane besides its own (q8_0) takes it
+  // where K is a multiple of 256; activations staged as int8 then.
+  constexpr bool kInt8Decode = kDecode && Int8LaneOf<S>::kHas;
   static_assert(!kInt8Decode || Int8LaneOf<S>::type::kRows == Lane::kRows, "the host sizes rows by storage");
   const bool int8 = Lane::kInt8 || (kInt8Decode && p.k % 256 == 0);
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;

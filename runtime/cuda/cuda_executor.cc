@@ -148,7 +148,7 @@ class CudaExecutor final : public Executor {
   int64_t resident_f16_bytes_ = 0;
   bool wgmma_ = false;  // the prefill matmul on matmul_f16_wgmma_kernel
   bool tile_int8_ = true;  // q4_K's small buckets on matmul_tile_int8_kernel
-  bool pair_tile_ = true;  // q4_K's two-token buckets on matmul_kernel, tile 2
+  bool pair_tile_ = true;  // q4_K's and q8_0's two-token buckets on matmul_kernel, tile 2
   bool k_splits_ = true;   // the wgmma prefill matmul cuts K where its tiles are few
   CUfunction argmax_ = nullptr;  // null for kernels sections without it: StepGreedy then reads the logits
   uint64_t scratch_bytes_ = 0;
@@ -305,7 +305,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   // (KILN_CUDA_TILE_INT8=0: on matmul_tile_tc_kernel's f16 path).
   const char* tile_int8 = std::getenv("KILN_CUDA_TILE_INT8");
   ex->tile_int8_ = !(tile_int8 != nullptr && std::string(tile_int8) == "0");
-  // q4_K's two-token buckets run like decode (KILN_CUDA_PAIR_TILE=0: on the int8 tile kernel).
+  // q4_K's and q8_0's two-token buckets run like decode (KILN_CUDA_PAIR_TILE=0: on the tile kernels).
   const char* pair_tile = std::getenv("KILN_CUDA_PAIR_TILE");
   ex->pair_tile_ = !(pair_tile != nullptr && std::string(pair_tile) == "0");
   // Where its tiles are few, the wgmma matmul cuts K into slices (KILN_CUDA_K_SPLITS=0: never).
@@ -663,7 +663,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         ap.y = reinterpret_cast<unsigned short*>(x_f16_);
         mp.x_f16 = ap.y;
         absl::Status launched;
-        // Two-token buckets of q4_K run like decode (matmul_kernel, tile 2:
+        // Two-token buckets of q4_K and q8_0 run like decode (matmul_kernel, tile 2:
         // no activation launches, the weights' loads shared by both tokens).
         const bool pair = max_rows == kMatmulPairTile && pair_tile_ && rc.functions[kMatmulPairSlot] != nullptr;
         if (UsesF16Weights(c, li, bucket, mp.k)) {

@@ -44,6 +44,10 @@ KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, 
   if (storage_template == "kiln::StorageQ4_K") {
     c.names[kActivationsInt8Slot] = absl::StrCat("kiln::activations_int8_kernel<", norm_arg, ">");
     c.names[kMatmulTileInt8Slot] = absl::StrCat("kiln::matmul_tile_int8_kernel<", storage_template, ", ", epilogue, ">");
+  }
+  // The storages whose decode lanes take int8 activations: two-token steps
+  // run like decode.
+  if (storage_template == "kiln::StorageQ4_K" || storage_template == "kiln::StorageQ8_0") {
     c.names[kMatmulPairSlot] = MatmulName(storage_template, epilogue, norm, cuda_abi::kMatmulPairTile);
   }
   // f16 rows are read in place; other storages are decoded to f16 first.

@@ -60,7 +60,7 @@ enum MatmulSlot : int {
   kActivationsInt8Slot = 9,    // activations_int8_kernel: x as int8 codes + per-32 scales and sums, before [10]
   kMatmulTileInt8Slot = 10,    // matmul_tile_int8_kernel: [5] for q4_K on integer tensor cores
   kMatmulSplitSumSlot = 11,    // matmul_split_sum_kernel: adds [8]'s slices of K (small grids) and applies the epilogue
-  kMatmulPairSlot = 12,        // matmul_kernel, tile 2: two-token buckets of q4_K, run like decode (before [10])
+  kMatmulPairSlot = 12,        // matmul_kernel, tile 2: two-token buckets of q4_K and q8_0, run like decode
   kMatmulSlots = 13,
 };
 
