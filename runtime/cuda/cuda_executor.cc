@@ -31,6 +31,12 @@ absl::Status LaunchError(const PlanLaunch& l, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("launch '", l.kernel, "': ", what));
 }
 
+// A KILN_CUDA_* switch of a kernel path that is on unless set to "0".
+bool SwitchOn(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::string(v) != "0";
+}
+
 // What a rope table depends on (not the pair style: the angles are the same).
 using RopeTableKey = std::tuple<double, double, int64_t>;
 RopeTableKey RopeKey(const cpu::RopeParams& r) { return {r.theta, r.linear_factor, r.dims}; }
@@ -299,18 +305,14 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   KILN_CU(api, api.cuModuleLoadDataEx(&ex->module_, image, 0, nullptr, nullptr));
   // sm_90 bundles are compiled for sm_90a (codegen/ptx): the prefill matmul
   // runs on warpgroup MMA there (KILN_CUDA_WGMMA=0: on mma.sync).
-  const char* wgmma = std::getenv("KILN_CUDA_WGMMA");
-  ex->wgmma_ = sm == 90 && bundle->sm == 90 && !(wgmma != nullptr && std::string(wgmma) == "0");
+  ex->wgmma_ = sm == 90 && bundle->sm == 90 && SwitchOn("KILN_CUDA_WGMMA");
   // q4_K's buckets of 2-63 tokens run on the integer tensor cores
   // (KILN_CUDA_TILE_INT8=0: on matmul_tile_tc_kernel's f16 path).
-  const char* tile_int8 = std::getenv("KILN_CUDA_TILE_INT8");
-  ex->tile_int8_ = !(tile_int8 != nullptr && std::string(tile_int8) == "0");
+  ex->tile_int8_ = SwitchOn("KILN_CUDA_TILE_INT8");
   // q4_K's and q8_0's two-token buckets run like decode (KILN_CUDA_PAIR_TILE=0: on the tile kernels).
-  const char* pair_tile = std::getenv("KILN_CUDA_PAIR_TILE");
-  ex->pair_tile_ = !(pair_tile != nullptr && std::string(pair_tile) == "0");
+  ex->pair_tile_ = SwitchOn("KILN_CUDA_PAIR_TILE");
   // Where its tiles are few, the wgmma matmul cuts K into slices (KILN_CUDA_K_SPLITS=0: never).
-  const char* k_splits = std::getenv("KILN_CUDA_K_SPLITS");
-  ex->k_splits_ = !(k_splits != nullptr && std::string(k_splits) == "0");
+  ex->k_splits_ = SwitchOn("KILN_CUDA_K_SPLITS");
 
   if (absl::Status s = ex->ComputeRowKinds(); !s.ok()) return s;
   // Every launch's calls, with their functions.
@@ -468,8 +470,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   // explicit pool: when both fit in 95% of the free memory): the per-step
   // decode pass cost ~6 ms of a 28 ms 512-token step on the 8B.
   // KILN_CUDA_RESIDENT_F16=0 decodes per step instead.
-  const char* resident_env = std::getenv("KILN_CUDA_RESIDENT_F16");
-  bool resident = resident_f16_halves > 0 && (resident_env == nullptr || std::string(resident_env) != "0");
+  bool resident = resident_f16_halves > 0 && SwitchOn("KILN_CUDA_RESIDENT_F16");
   if (resident && options.num_pages == 0 && options.gpu_kv_fraction > 0) {
     const uint64_t with = tail(0, true).end, without = tail(0, false).end;
     resident = free > with && free - with >= (free > without ? free - without : 0) / 4 * 3;
