@@ -234,6 +234,30 @@ TEST_F(CudaKernels, DecodeOfManyRowBlocksIsNotSplit) {
   }
 }
 
+// Two-token steps (q4_K, q8_0) run like decode but stage both tokens, so a
+// K that fits one token's staging chunk can take two chunks for two tokens
+// (the 8B's down, K = 14336): K = 10240 here, with the K split of few rows.
+TEST_F(CudaKernels, TwoTokenStepsPastOneStagingChunk) {
+  for (const char* storage : {"q4_k", "q8_0"}) {
+    SCOPED_TRACE(storage);
+    constexpr int64_t kK = 10240, kN = 40;
+    SingleOpPlan b({1, 2}, PlanPagePool{1, 1, 8, 16, 64}, 23);
+    const int64_t x = b.Activation(kK, 50);
+    b.Weight("gamma", "f32", {kK});
+    b.Weight("gate", storage, {kN, kK}, 0.1f);
+    b.Weight("up", storage, {kN, kK}, 0.1f);
+    b.Weight("down", storage, {kN, kK}, 0.1f);
+    const int64_t rg = b.Region(kN), rd = b.Region(kN);
+    b.Launch("fused_matmul.norm.silu_mul",
+             {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "gate"),
+              b.WeightBinding("weight1", "up"), b.Arena("result0", rg)},
+             R"({"epilogue": "silu_mul", "eps": 1e-5})");
+    b.Launch("matmul.down", {b.Arena("input", x), b.WeightBinding("weight", "down"), b.Arena("result", rd)}, "{}");
+    Compare(b, {{rg, kN, "silu_mul"}, {rd, kN, "matmul"}}, {Rows(2, 1), Rows(1, 2), Rows(2, 3)}, kInt8ActivationsBound);
+    if (HasFatalFailure()) return;
+  }
+}
+
 // Buckets of 64 tokens and more run matmul_f16_tc_kernel (over f16 rows;
 // quantised weights decoded first): several token and row tiles, partial
 // ones at both edges, K longer than its ring of steps, three fused weights.
