@@ -255,7 +255,6 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile <= kMatmulPairTile ? 
   // Decode of a storage with an int8 lane besides its own (q8_0) takes it
   // where K is a multiple of 256; activations staged as int8 then.
   constexpr bool kInt8Decode = kDecode && Int8LaneOf<S>::kHas;
-  static_assert(!kInt8Decode || Int8LaneOf<S>::type::kRows == Lane::kRows, "the host sizes rows by storage");
   const bool int8 = Lane::kInt8 || (kInt8Decode && p.k % 256 == 0);
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   constexpr int kThreads = 32 * kMatmulWarps;
@@ -377,6 +376,7 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile <= kMatmulPairTile ? 
                                                   acc);
       } else if (int8) {
         if constexpr (kInt8Decode) {
+          static_assert(Int8LaneOf<S>::type::kRows == Lane::kRows, "the host sizes rows by storage");
           WalkChunkInt8<typename Int8LaneOf<S>::type, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit, xs,
                                                                             xstride, sums, sstride, acc);
         }

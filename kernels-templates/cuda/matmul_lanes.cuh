@@ -472,7 +472,6 @@ struct LaneOf<StorageQ6_K> {
 template <class S>
 struct Int8LaneOf {
   static constexpr bool kHas = false;
-  using type = LaneQ4_K;  // unused
 };
 template <>
 struct Int8LaneOf<StorageQ8_0> {

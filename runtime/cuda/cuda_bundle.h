@@ -36,8 +36,8 @@ namespace kiln::cuda {
 // 7: matmul_f16_wgmma_kernel cuts K into slices where its tiles are few
 // (MatmulParams::k_partials, k_splits), added by matmul_split_sum_kernel.
 // 8: matmul_tile_int8_kernel's grid is (token tiles, row blocks).
-// 9: q4_K buckets of two tokens run matmul_kernel<..., 2> like decode (a
-// 13th matmul slot).
+// 9: q4_K and q8_0 buckets of two tokens run matmul_kernel<..., 2> like
+// decode (a 13th matmul slot).
 constexpr uint32_t kBundleVersion = 9;
 
 struct BundleKernel {
