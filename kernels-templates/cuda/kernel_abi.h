@@ -63,18 +63,12 @@ KILN_ABI_FN int MatmulChunk(int k, int tile) {
 constexpr int kTileTcRowsPerBlock = 32, kTileTcTokensPerBlock = 8;
 
 // matmul_tile_int8_kernel (q4_K buckets of 2-63 tokens): a block computes
-// 8 tokens x 32 weight rows (silu_mul: 16 outputs, each a gate and an up
-// row) with kTileInt8Warps warps splitting K by 256-element blocks, two
-// blocks per SM (one block of 16 warps per SM was slower: a block's phases,
-// loads, staging, MMAs and the reduction, then ran without another's to
-// overlap them).
-// Its dynamic shared memory holds the 8 tokens' float4s per 32 elements
-// (rows padded by one); K up to what kTileInt8SmemMax allows.
-constexpr int kTileInt8Warps = 8, kTileInt8Tokens = 8;
-KILN_ABI_FN int TileInt8RowsPerBlock(int epilogue) { return epilogue == kEpilogueSiluMul ? 16 : 32; }
-KILN_ABI_FN int TileInt8MetaStride(int k) { return k / 32 + 1; }
-KILN_ABI_FN int TileInt8SmemBytes(int k) { return kTileInt8Tokens * TileInt8MetaStride(k) * 16; }
-constexpr int kTileInt8SmemMax = 96 * 1024;
+// 8 tokens x kTileInt8Rows outputs (silu_mul: each a gate and an up row)
+// with kTileInt8Warps warps splitting K by 256-element units, two blocks
+// per SM (one block of 16 warps per SM was slower: a block's phases, loads,
+// MMAs and the reduction, then ran without another's to overlap them). 16
+// outputs, not 32: o and down (4096 outputs) fill the GPU with 256 blocks.
+constexpr int kTileInt8Warps = 8, kTileInt8Tokens = 8, kTileInt8Rows = 16;
 // activations_int8_kernel: a block of kActivationsInt8Threads per row,
 // kActivationsInt8Batch runs of 4 elements per thread in flight.
 constexpr int kActivationsInt8Threads = 1024, kActivationsInt8Batch = 4;
@@ -98,16 +92,17 @@ struct ActivationsF16Params {
   float* sums;           // split: [rows, k / 32] sums of x
 };
 
-// activations_int8_kernel: x (normalised) as int8 codes and, per 32
-// elements, {scale, 8 x the codes' residual sum, exact sum, 0}; grid (rows).
+// activations_int8_kernel: x (normalised) as int8 codes with a scale per
+// 256 elements and, per 32, f16 sums of what the codes miss and of x; grid (rows).
 struct ActivationsInt8Params {
   const float* x;
   const float* gamma;  // or null
   float eps;
   int k;
   const int* rows;
-  signed char* codes;  // [rows, k]
-  float* meta;         // [rows, k / 32] x 4 floats, 16-byte aligned
+  signed char* codes;    // [rows, k]
+  unsigned short* sums;  // [rows, k / 256, 16] f16: R of the unit's 8 groups of 32, then S
+  float* scales;         // [rows, k / 256]
 };
 
 // y[t, n] = epilogue(sum_k norm(x)[t, k] * W[n, k]) for t < *rows.
@@ -130,8 +125,9 @@ struct MatmulParams {
   const unsigned short* x_lo;  // matmul_tile_tc_kernel: x - x_f16 as f16, [rows, k]
   const float* x_sums;         // matmul_tile_tc_kernel: sums of x per 32 elements, [rows, k / 32]
   int ksplit;                  // matmul_kernel decode: warps sharing a set of rows (MatmulKSplit)
-  const signed char* x_i8;     // matmul_tile_int8_kernel: activations_int8_kernel's codes
-  const float* x_meta;         // matmul_tile_int8_kernel: and its float4 per 32 elements
+  const signed char* x_i8;     // matmul_tile_int8_kernel: activations_int8_kernel's codes,
+  const unsigned short* x_i8_sums;  // its sums,
+  const float* x_i8_scales;         // and its scales
   // matmul_f16_wgmma_kernel over k_splits > 1 slices of K (grid z): each
   // slice's raw tile sums go to k_partials [k_splits, max_rows,
   // WgmmaPartialStride] and matmul_split_sum_kernel adds them in slice order

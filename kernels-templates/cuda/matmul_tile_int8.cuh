@@ -1,47 +1,50 @@
 // Weight-times-activation for buckets of 2-63 tokens of q4_K weights on the
 // integer tensor cores (mma.sync m16n8k32, s8 x s8 -> s32). The weights'
 // 4-bit codes enter the MMA as they are (a nibble is a non-negative int8),
-// the activations as int8 codes with a scale per 32 elements
-// (activations_int8_kernel, the quantisation of the decode GEMV's int8
-// lane), and one MMA covers one 32-element sub-block, whose integer sums
-// get the sub-block's scales outside it:
-//   sum_i (d sc q_i - dmin mn) x_i ~ d sc (dx sum_i q_i c_i + 8 R) - dmin mn S
-// (S the sub-block's exact sum of x, R what the codes miss of it; see
-// LaneQ4_K). Against matmul_tile_tc_kernel's f16 path: no code-to-f16
-// conversion, one MMA instead of four (hi and lo halves) per 16 x 8 x 32,
-// a 256-element block's 6-bit scales unpacked once (8 bit operations per
-// row), and 1.5 bytes of activations per element instead of 4.
+// the activations as int8 codes with one scale dx per 256-element unit and
+// token (activations_int8_kernel; llama.cpp's q8_K for K-quants). One MMA
+// covers one 32-element sub-block s; its integer sums take the sub-block's
+// 6-bit scale as an integer multiply, so a unit's dx and d apply once:
+//   sum_i (d sc_s q_i - dmin mn_s) x_i
+//     ~ d dx sum_s sc_s sum_i q_i c_i + sum_s (8 d sc_s R_s - dmin mn_s S_s)
+// (S_s the sub-block's exact sum of x, R_s what the codes miss of it; the
+// 8 R_s stands in for sum_i q_i (x_i - dx c_i), as in LaneQ4_K). The second
+// sum, per row and token over the unit's 8 sub-blocks, is one f16 MMA
+// (m16n8k16: k = the 8 scales then the 8 mins, against the 8 R then 8 S).
+// Per sub-block a thread's work is 8 bit operations, one MMA, two byte
+// permutes and four integer multiply-adds (with a float scale per
+// sub-block it was ~30 instructions, the kernel's bound).
 //
-// A block computes TileInt8RowsPerBlock outputs (silu_mul: 16, each a gate
-// and an up row; else 32) x 8 tokens; its kTileInt8Warps warps split K by
-// 256-element blocks and warp 0 adds their sums and applies the epilogue.
-// The tokens' float4s per 32 elements are staged in shared memory once per
-// block (loaded per sub-block, their latency was exposed 8 times per block).
+// A block computes kTileInt8Rows outputs (silu_mul: each a gate and an up
+// row) x 8 tokens; its kTileInt8Warps warps split K by 256-element units
+// and warp 0 adds their sums and applies the epilogue.
 #pragma once
 
 #include "common.cuh"
 #include "matmul.cuh"
+#include "mma.cuh"
 #include "storage.cuh"
 
 namespace kiln {
 
 // A block of kActivationsInt8Threads per row: x (times 1/rms and the gain
-// when kNorm) as int8 codes c = rint(x 127 / max|x|) in element order, and
-// per 32 elements the float4 {dx = max|x| / 127, 8 sum(x - dx c), sum(x),
-// 0}. Each thread takes runs of 4 elements (8 threads a group), the runs of
-// kActivationsInt8Batch passes loaded at once: the kernel is one or two
-// round trips to L2, not a chain of them (a warp per group, one group after
-// another, took 11.5 us for K = 4096). K a multiple of 32.
+// when kNorm) as int8 codes c = rint(x 127 / max|x|) per 256-element unit,
+// in element order; per unit its scale dx = max|x| / 127 and 16 halves:
+// per 32 elements R = sum(x - dx c), then S = sum(x). A warp takes a unit,
+// a lane 8 consecutive elements (4 lanes a 32-element group), the units of
+// kUnits passes loaded at once (64 units, K = 16384, in one round trip to
+// L2; more spill at 1024 threads). K a multiple of 256.
 template <bool kNorm>
 __global__ void __launch_bounds__(kActivationsInt8Threads) activations_int8_kernel(ActivationsInt8Params p) {
   constexpr int kThreads = kActivationsInt8Threads, kBatch = kActivationsInt8Batch, kPass = 4 * kThreads;
+  constexpr int kWarps = kThreads / 32, kUnits = 2;
   const int t = blockIdx.x;
   if (t >= *p.rows) return;
   const float* x = p.x + static_cast<long long>(t) * p.k;
-  const int tid = threadIdx.x;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   float inv_rms = 1.0f;
   if constexpr (kNorm) {
-    __shared__ double partial[kThreads / 32];
+    __shared__ double partial[kWarps];
     double sq = 0.0;
     for (int base = 0; base < p.k; base += kBatch * kPass) {
       float4 v[kBatch];
@@ -57,45 +60,67 @@ __global__ void __launch_bounds__(kActivationsInt8Threads) activations_int8_kern
       }
     }
     sq = WarpSumDouble(sq);
-    if (tid % 32 == 0) partial[tid / 32] = sq;
+    if (lane == 0) partial[warp] = sq;
     __syncthreads();
     double total = 0.0;
 #pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
+    for (int w = 0; w < kWarps; ++w) total += partial[w];
     inv_rms = static_cast<float>(1.0 / sqrt(total / static_cast<double>(p.k) + p.eps));
   }
-  unsigned* codes = reinterpret_cast<unsigned*>(p.codes + static_cast<long long>(t) * p.k);
-  float4* meta = reinterpret_cast<float4*>(p.meta) + static_cast<long long>(t) * (p.k / 32);
-  for (int base = 0; base < p.k; base += kBatch * kPass) {
-    float4 v[kBatch], gm[kBatch];
+  const int units = p.k / 256;
+  unsigned char* codes = reinterpret_cast<unsigned char*>(p.codes) + static_cast<long long>(t) * p.k;
+  unsigned short* sums = p.sums + static_cast<long long>(t) * units * 16;
+  float* scales = p.scales + static_cast<long long>(t) * units;
+  for (int base = 0; base < units; base += kUnits * kWarps) {
+    float e[kUnits][8];
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int i = base + b * kPass + 4 * tid;
-      const bool in = i < p.k;
-      v[b] = in ? *reinterpret_cast<const float4*>(x + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if constexpr (kNorm) gm[b] = in ? *reinterpret_cast<const float4*>(p.gamma + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int b = 0; b < kUnits; ++b) {
+      const int u = base + b * kWarps + warp, i = 256 * u + 8 * lane;
+      const bool in = u < units;
+      const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const float4 lo = in ? *reinterpret_cast<const float4*>(x + i) : zero;
+      const float4 hi = in ? *reinterpret_cast<const float4*>(x + i + 4) : zero;
+      float4 glo = zero, ghi = zero;
+      if constexpr (kNorm) {
+        glo = in ? *reinterpret_cast<const float4*>(p.gamma + i) : zero;
+        ghi = in ? *reinterpret_cast<const float4*>(p.gamma + i + 4) : zero;
+      }
+      const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      const float g[8] = {glo.x, glo.y, glo.z, glo.w, ghi.x, ghi.y, ghi.z, ghi.w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) e[b][j] = kNorm ? __fmul_rn(__fmul_rn(v[j], inv_rms), g[j]) : v[j];
     }
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      if (base + b * kPass >= p.k) break;  // block-uniform
-      const int i = base + b * kPass + 4 * tid;
-      float e[4] = {v[b].x, v[b].y, v[b].z, v[b].w};
-      if constexpr (kNorm) {
-        const float g[4] = {gm[b].x, gm[b].y, gm[b].z, gm[b].w};
+    for (int b = 0; b < kUnits; ++b) {
+      const int u = base + b * kWarps + warp;
+      if (u >= units) break;  // warp-uniform
+      float amax = 0.0f;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) e[j] = __fmul_rn(__fmul_rn(e[j], inv_rms), g[j]);
+      for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(e[b][j]));
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      const float dx = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      unsigned packed[2] = {0u, 0u};
+      float sum = 0.0f, miss = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int c = __float2int_rn(e[b][j] * inv);
+        packed[j / 4] |= (static_cast<unsigned>(c) & 0xFFu) << (8 * (j % 4));
+        sum += e[b][j];
+        miss += e[b][j] - dx * static_cast<float>(c);
       }
-      float dx, sum, miss;
-      const unsigned packed = QuantiseInt8Run(e, &dx, &sum, &miss);
 #pragma unroll
-      for (int o = 1; o < 8; o <<= 1) {
+      for (int o = 1; o < 4; o <<= 1) {
         sum += __shfl_xor_sync(0xffffffffu, sum, o);
         miss += __shfl_xor_sync(0xffffffffu, miss, o);
       }
-      if (i < p.k) {
-        codes[i / 4] = packed;
-        if (tid % 8 == 0) meta[i / 32] = make_float4(dx, 8.0f * miss, sum, 0.0f);
+      *reinterpret_cast<uint2*>(codes + 256 * u + 8 * lane) = make_uint2(packed[0], packed[1]);
+      if (lane % 4 == 0) {
+        unsigned short* s = sums + 16 * u + lane / 4;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(s[0]) : "f"(miss));
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(s[8]) : "f"(sum));
       }
+      if (lane == 0) scales[u] = dx;
     }
   }
 }
@@ -148,113 +173,124 @@ __device__ __forceinline__ TileInt8Scales UnpackTileInt8Scales(const uint4& h) {
   return s;
 }
 
-// grid (ceil(bucket / 8), ceil(total_n / TileInt8RowsPerBlock(kEpilogue))),
-// kTileInt8Warps warps, TileInt8SmemBytes(k) of dynamic shared memory.
+// grid (ceil(bucket / 8), ceil(total_n / kTileInt8Rows)), kTileInt8Warps
+// warps. Each warp walks its units of K (u = warp, warp + kTileInt8Warps,
+// ...) with the raw bytes of kAhead units in registers: the next unit's
+// loads are in flight while this one's MMAs run where the registers allow
+// it (one weight per row; gate and up's two fill them with one unit).
 template <class S, int kEpilogue>
 __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kernel(MatmulParams p) {
   static_assert(S::kBlockElems == 256 && S::kBlockBytes == 144, "q4_K only");
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
-  constexpr int kTiles = TileInt8RowsPerBlock(kEpilogue) / 16;  // 16-row MMA tiles of outputs per warp
-  extern __shared__ float4 meta[];  // [kTileInt8Tokens][TileInt8MetaStride(k)]
+  constexpr int kAhead = kParts == 1 ? 2 : 1;
   const int rows = *p.rows;
   // Token tiles are the grid's x: the blocks of one set of weight rows run
   // side by side, so a step of several tiles reads those rows from DRAM
   // once and from L2 for the rest.
   const int t0 = blockIdx.x * kTileInt8Tokens;
   if (t0 >= rows) return;
-  const int n0 = blockIdx.y * TileInt8RowsPerBlock(kEpilogue);
+  const int n0 = blockIdx.y * kTileInt8Rows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
 
-  // Rows g and g + 8 of each tile (h = 0, 1): their weight rows (gate and up for silu_mul).
-  const unsigned char* wrow[kTiles][2][kParts];
+  // Rows g and g + 8 of the tile (h = 0, 1): their weight rows (gate and up for silu_mul).
+  const unsigned char* wrow[2][kParts];
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t)
+  for (int h = 0; h < 2; ++h) {
+    int weight, row;
+    WeightRowOf<kEpilogue>(p, min(n0 + 8 * h + g, p.total_n - 1), &weight, &row);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      int weight, row;
-      WeightRowOf<kEpilogue>(p, min(n0 + 16 * t + 8 * h + g, p.total_n - 1), &weight, &row);
-#pragma unroll
-      for (int w = 0; w < kParts; ++w) wrow[t][h][w] = Pick(p.w, weight + w) + static_cast<long long>(row) * p.row_bytes;
-    }
-  // Token g's codes (the B fragments). Past the step's rows: the last row
-  // again, whose sums are not stored.
-  const signed char* xc = p.x_i8 + static_cast<long long>(min(t0 + g, rows - 1)) * p.k;
-  const int units = p.k / 256, stride = TileInt8MetaStride(p.k);
-
-  // This warp's first block of K in flight before the tokens' float4s are
-  // staged (one round trip each, overlapped).
-  TileInt8Block blk[kTiles][2][kParts];
-  uint2 xq[8];
-  auto load = [&](int u) {
-#pragma unroll
-    for (int t = 0; t < kTiles; ++t)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int w = 0; w < kParts; ++w) blk[t][h][w] = LoadTileInt8Block(wrow[t][h][w], u, q);
-#pragma unroll
-    for (int s = 0; s < 8; ++s) xq[s] = __ldg(reinterpret_cast<const uint2*>(xc + 256 * u + 32 * s + 8 * q));
-  };
-  if (warp < units) load(warp);
-  for (int i = threadIdx.x; i < kTileInt8Tokens * (p.k / 32); i += 32 * kTileInt8Warps) {
-    const int tok = i / (p.k / 32), grp = i % (p.k / 32);
-    meta[tok * stride + grp] =
-        __ldg(reinterpret_cast<const float4*>(p.x_meta) + static_cast<long long>(min(t0 + tok, rows - 1)) * (p.k / 32) + grp);
+    for (int w = 0; w < kParts; ++w) wrow[h][w] = Pick(p.w, weight + w) + static_cast<long long>(row) * p.row_bytes;
   }
-  __syncthreads();
-  // The C fragment's columns: tokens 2q and 2q + 1.
-  const float4* meta0 = meta + (2 * q) * stride;
-  const float4* meta1 = meta + (2 * q + 1) * stride;
+  // Token g's codes and sums (the B fragments), the scales of tokens 2q and
+  // 2q + 1 (the C fragment's columns). Past the step's rows: the last row
+  // again, whose sums are not stored.
+  const int units = p.k / 256;
+  const int tg = min(t0 + g, rows - 1), ta = min(t0 + 2 * q, rows - 1), tb = min(t0 + 2 * q + 1, rows - 1);
+  const signed char* xc = p.x_i8 + static_cast<long long>(tg) * p.k;
+  const unsigned* xs = reinterpret_cast<const unsigned*>(p.x_i8_sums) + static_cast<long long>(tg) * units * 8;
+  const int mine = warp < units ? (units - 1 - warp) / kTileInt8Warps + 1 : 0;  // units this warp walks
 
-  float acc[kTiles][kParts][4];
+  struct Unit {
+    TileInt8Block blk[2][kParts];
+    uint2 xq[8];
+    unsigned r, s;     // token g's R and S of sub-blocks 2q, 2q + 1 (f16 pairs)
+    float dxa, dxb;    // the scales of tokens 2q, 2q + 1
+  };
+  Unit in[kAhead];
+  auto load = [&](Unit& d, int u) {
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t)
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
-    for (int w = 0; w < kParts; ++w)
+      for (int w = 0; w < kParts; ++w) d.blk[h][w] = LoadTileInt8Block(wrow[h][w], u, q);
 #pragma unroll
-      for (int r = 0; r < 4; ++r) acc[t][w][r] = 0.0f;
+    for (int s = 0; s < 8; ++s) d.xq[s] = __ldg(reinterpret_cast<const uint2*>(xc + 256 * u + 32 * s + 8 * q));
+    d.r = __ldg(xs + 8 * u + q);
+    d.s = __ldg(xs + 8 * u + 4 + q);
+    d.dxa = __ldg(p.x_i8_scales + static_cast<long long>(ta) * units + u);
+    d.dxb = __ldg(p.x_i8_scales + static_cast<long long>(tb) * units + u);
+  };
+#pragma unroll
+  for (int a = 0; a < kAhead; ++a) {
+    if (a < mine) load(in[a], warp + kTileInt8Warps * a);
+  }
 
-  for (int u = warp; u < units; u += kTileInt8Warps) {
-    if (u != warp) load(u);
-    TileInt8Scales sc[kTiles][2][kParts];
+  float acc[1][kParts][4];
 #pragma unroll
-    for (int t = 0; t < kTiles; ++t)
+  for (int w = 0; w < kParts; ++w)
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+    for (int r = 0; r < 4; ++r) acc[0][w][r] = 0.0f;
+
+  auto compute = [&](const Unit& d) {
 #pragma unroll
-        for (int w = 0; w < kParts; ++w) sc[t][h][w] = UnpackTileInt8Scales(blk[t][h][w].head);
+    for (int w = 0; w < kParts; ++w) {
+      const TileInt8Scales k[2] = {UnpackTileInt8Scales(d.blk[0][w].head), UnpackTileInt8Scales(d.blk[1][w].head)};
+      int isum[4] = {0, 0, 0, 0};  // sum_s sc_s sum_i q_i c_i: (row g, tokens 2q, 2q + 1), (row g + 8, ...)
 #pragma unroll
-    for (int s = 0; s < 8; ++s) {
-      const float4 m0 = meta0[8 * u + s], m1 = meta1[8 * u + s];
-      const unsigned b[2] = {xq[s].x, xq[s].y};
-      const int c = s / 2, shift = 4 * (s % 2);
+      for (int s = 0; s < 8; ++s) {
+        const int c = s / 2, shift = 4 * (s % 2);
+        const TileInt8Block& r0 = d.blk[0][w];
+        const TileInt8Block& r1 = d.blk[1][w];
+        // Thread q's 8 elements of the sub-block (k order 8q ..) for rows g, g + 8.
+        const unsigned a[4] = {(r0.qs[c].x >> shift) & 0x0F0F0F0Fu, (r1.qs[c].x >> shift) & 0x0F0F0F0Fu,
+                               (r0.qs[c].y >> shift) & 0x0F0F0F0Fu, (r1.qs[c].y >> shift) & 0x0F0F0F0Fu};
+        const unsigned b[2] = {d.xq[s].x, d.xq[s].y};
+        int part[4] = {0, 0, 0, 0};
+        MmaS8(part, a, b);
+        const int sc0 = static_cast<int>(__byte_perm(s < 4 ? k[0].sc03 : k[0].sc47, 0u, 0x4440u | (s % 4)));
+        const int sc1 = static_cast<int>(__byte_perm(s < 4 ? k[1].sc03 : k[1].sc47, 0u, 0x4440u | (s % 4)));
+        isum[0] += sc0 * part[0];
+        isum[1] += sc0 * part[1];
+        isum[2] += sc1 * part[2];
+        isum[3] += sc1 * part[3];
+      }
+      // The unit's 8 d sc_s R_s - dmin mn_s S_s for the same rows and
+      // tokens: A rows g, g + 8 at k = 2q, 2q + 1 (scales) and 2q + 8, 2q + 9
+      // (mins), B token g's R then S of sub-blocks 2q, 2q + 1.
+      unsigned bias_a[4];
+      const int byte = 2 * (q % 2);
 #pragma unroll
-      for (int t = 0; t < kTiles; ++t)
+      for (int h = 0; h < 2; ++h) {
+        const unsigned scw = q < 2 ? k[h].sc03 : k[h].sc47, mnw = q < 2 ? k[h].mn03 : k[h].mn47;
+        bias_a[h] = PackHalf2(ScaledByte(scw, byte, 8.0f * k[h].d), ScaledByte(scw, byte + 1, 8.0f * k[h].d));
+        bias_a[2 + h] = PackHalf2(ScaledByte(mnw, byte, -k[h].dmin), ScaledByte(mnw, byte + 1, -k[h].dmin));
+      }
+      const unsigned bias_b[2] = {d.r, d.s};
+      MmaF16(acc[0][w], bias_a, bias_b);
 #pragma unroll
-        for (int w = 0; w < kParts; ++w) {
-          const TileInt8Block& r0 = blk[t][0][w];
-          const TileInt8Block& r1 = blk[t][1][w];
-          // Thread q's 8 elements of the sub-block (k order 8q ..) for rows g, g + 8.
-          const unsigned a[4] = {(r0.qs[c].x >> shift) & 0x0F0F0F0Fu, (r1.qs[c].x >> shift) & 0x0F0F0F0Fu,
-                                 (r0.qs[c].y >> shift) & 0x0F0F0F0Fu, (r1.qs[c].y >> shift) & 0x0F0F0F0Fu};
-          int isum[4] = {0, 0, 0, 0};
-          MmaS8(isum, a, b);
-          float rs[2], rm[2];
+      for (int r = 0; r < 4; ++r) {
+        acc[0][w][r] = fmaf(k[r / 2].d * (r % 2 == 0 ? d.dxa : d.dxb), static_cast<float>(isum[r]), acc[0][w][r]);
+      }
+    }
+  };
+  // Slot a holds unit j + a; it is refilled with unit j + a + kAhead once
+  // its MMAs are issued (the loop is unrolled by kAhead so the slots stay
+  // registers).
+  for (int j = 0; j < mine; j += kAhead) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const TileInt8Scales& k = sc[t][h][w];
-            rs[h] = ScaledByte(s < 4 ? k.sc03 : k.sc47, s % 4, k.d);
-            rm[h] = ScaledByte(s < 4 ? k.mn03 : k.mn47, s % 4, k.dmin);
-          }
-          // isum: (row g, tokens 2q, 2q + 1), (row g + 8, tokens 2q, 2q + 1).
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const float4& m = r % 2 == 0 ? m0 : m1;
-            const float v = fmaf(static_cast<float>(isum[r]), m.x, m.y);
-            acc[t][w][r] = fmaf(rs[r / 2], v, acc[t][w][r]);
-            acc[t][w][r] = fmaf(-rm[r / 2], m.z, acc[t][w][r]);
-          }
-        }
+    for (int a = 0; a < kAhead; ++a) {
+      if (j + a >= mine) break;
+      compute(in[a]);
+      if (j + a + kAhead < mine) load(in[a], warp + kTileInt8Warps * (j + a + kAhead));
     }
   }
 

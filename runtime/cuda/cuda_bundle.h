@@ -32,13 +32,16 @@ namespace kiln::cuda {
 // attention_kernel (AttentionParams::append), and sm_90 bundles carry
 // matmul_f16_wgmma_kernel (sm_90a) for the prefill matmul.
 // 6: q4_K buckets of 2-63 tokens run matmul_tile_int8_kernel after
-// activations_int8_kernel (MatmulParams::x_i8, x_meta; two more matmul slots).
+// activations_int8_kernel (MatmulParams::x_i8 and its per-32 meta; two more matmul slots).
 // 7: matmul_f16_wgmma_kernel cuts K into slices where its tiles are few
 // (MatmulParams::k_partials, k_splits), added by matmul_split_sum_kernel.
 // 8: matmul_tile_int8_kernel's grid is (token tiles, row blocks).
 // 9: q4_K and q8_0 buckets of two tokens run matmul_kernel<..., 2> like
 // decode (a 13th matmul slot).
-constexpr uint32_t kBundleVersion = 9;
+// 10: activations_int8_kernel scales per 256 elements and writes f16 sums
+// (MatmulParams::x_i8_sums, x_i8_scales); matmul_tile_int8_kernel's blocks
+// are 16 outputs.
+constexpr uint32_t kBundleVersion = 10;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

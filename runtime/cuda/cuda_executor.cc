@@ -348,10 +348,6 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         }
         KILN_CU(api, api.cuFuncSetAttribute(r.functions[kMatmulF16TcSlot],
                                             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, GemmSmemBytes()));
-        if (c.has_tile_int8()) {
-          KILN_CU(api, api.cuFuncSetAttribute(r.functions[kMatmulTileInt8Slot],
-                                              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kTileInt8SmemMax));
-        }
         if (ex->wgmma_) {
           KILN_CU(api, api.cuFuncSetAttribute(r.functions[kMatmulF16WgmmaSlot],
                                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, WgmmaSmemBytes()));
@@ -709,10 +705,9 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           if (launched.ok()) {
             launched = launch(rc.functions[kMatmulTcSlot], (mp.total_n + 63) / 64, (max_rows + 127) / 128, 256, 0, &mp);
           }
-        } else if (!pair && max_rows > 1 && tile_int8_ && rc.call.has_tile_int8() && mp.k % 256 == 0 &&
-                   TileInt8SmemBytes(mp.k) <= kTileInt8SmemMax) {
+        } else if (!pair && max_rows > 1 && tile_int8_ && rc.call.has_tile_int8() && mp.k % 256 == 0) {
           // q4_K's buckets of 2-63 tokens and the logit rows of larger ones:
-          // x as int8 codes, then its float4 per 32 elements (16-byte aligned: K is a multiple of 256).
+          // x as int8 codes, then its sums and scales (aligned: K is a multiple of 256).
           ActivationsInt8Params ip{};
           ip.x = mp.x;
           ip.gamma = mp.gamma;
@@ -720,15 +715,15 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           ip.k = mp.k;
           ip.rows = rows;
           ip.codes = reinterpret_cast<signed char*>(x_f16_);
-          ip.meta = reinterpret_cast<float*>(x_f16_ + static_cast<CUdeviceptr>(max_rows) * mp.k);
+          ip.sums = reinterpret_cast<unsigned short*>(x_f16_ + static_cast<CUdeviceptr>(max_rows) * mp.k);
+          ip.scales = reinterpret_cast<float*>(ip.sums + static_cast<int64_t>(max_rows) * (mp.k / 256) * 16);
           mp.x_i8 = ip.codes;
-          mp.x_meta = ip.meta;
+          mp.x_i8_sums = ip.sums;
+          mp.x_i8_scales = ip.scales;
           launched = launch(rc.functions[kActivationsInt8Slot], max_rows, 1, kActivationsInt8Threads, 0, &ip);
           if (launched.ok()) {
-            const int per_block = TileInt8RowsPerBlock(c.epilogue);
             launched = launch(rc.functions[kMatmulTileInt8Slot], (max_rows + kTileInt8Tokens - 1) / kTileInt8Tokens,
-                              (mp.total_n + per_block - 1) / per_block, 32 * kTileInt8Warps,
-                              TileInt8SmemBytes(mp.k), &mp);
+                              (mp.total_n + kTileInt8Rows - 1) / kTileInt8Rows, 32 * kTileInt8Warps, 0, &mp);
           }
         } else if (!pair && max_rows > 1 && rc.call.has_tile_tc() && mp.k % 32 == 0) {
           // Buckets of 2-63 tokens, and the logit rows of larger ones (few:
