@@ -175,14 +175,13 @@ __device__ __forceinline__ TileInt8Scales UnpackTileInt8Scales(const uint4& h) {
 
 // grid (ceil(bucket / 8), ceil(total_n / kTileInt8Rows)), kTileInt8Warps
 // warps. Each warp walks its units of K (u = warp, warp + kTileInt8Warps,
-// ...) with the raw bytes of kAhead units in registers: the next unit's
-// loads are in flight while this one's MMAs run where the registers allow
-// it (one weight per row; gate and up's two fill them with one unit).
+// ...), one unit's loads at a time (keeping the next unit's loads in
+// flight during this one's MMAs, in registers, was 2-3% slower for
+// launches of one weight per row; gate and up's two have no registers left).
 template <class S, int kEpilogue>
 __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kernel(MatmulParams p) {
   static_assert(S::kBlockElems == 256 && S::kBlockBytes == 144, "q4_K only");
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
-  constexpr int kAhead = kParts == 1 ? 2 : 1;
   const int rows = *p.rows;
   // Token tiles are the grid's x: the blocks of one set of weight rows run
   // side by side, so a step of several tiles reads those rows from DRAM
@@ -216,7 +215,7 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
     unsigned r, s;     // token g's R and S of sub-blocks 2q, 2q + 1 (f16 pairs)
     float dxa, dxb;    // the scales of tokens 2q, 2q + 1
   };
-  Unit in[kAhead];
+  Unit in;
   auto load = [&](Unit& d, int u) {
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -229,10 +228,7 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
     d.dxa = __ldg(p.x_i8_scales + static_cast<long long>(ta) * units + u);
     d.dxb = __ldg(p.x_i8_scales + static_cast<long long>(tb) * units + u);
   };
-#pragma unroll
-  for (int a = 0; a < kAhead; ++a) {
-    if (a < mine) load(in[a], warp + kTileInt8Warps * a);
-  }
+  if (mine > 0) load(in, warp);
 
   float acc[1][kParts][4];
 #pragma unroll
@@ -282,16 +278,9 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
       }
     }
   };
-  // Slot a holds unit j + a; it is refilled with unit j + a + kAhead once
-  // its MMAs are issued (the loop is unrolled by kAhead so the slots stay
-  // registers).
-  for (int j = 0; j < mine; j += kAhead) {
-#pragma unroll
-    for (int a = 0; a < kAhead; ++a) {
-      if (j + a >= mine) break;
-      compute(in[a]);
-      if (j + a + kAhead < mine) load(in[a], warp + kTileInt8Warps * (j + a + kAhead));
-    }
+  for (int j = 0; j < mine; ++j) {
+    compute(in);
+    if (j + 1 < mine) load(in, warp + kTileInt8Warps * (j + 1));
   }
 
   AddWarpSlicesAndStore<kTileInt8Warps, kEpilogue>(p, acc, n0, t0, rows);

@@ -134,8 +134,9 @@ StepBatch Prefill(int32_t tokens, uint32_t seed) {
 
 // q4_K's CUDA-core lane, and q8_0's one- and two-token decode where K is a
 // multiple of 256, quantise the activations to int8 per 32 elements (dp4a),
-// as llama.cpp's CUDA backend does: a dot's relative error is about
-// 1 / (127 sqrt(12)) times the activations' max over their RMS, ~0.5%.
+// as llama.cpp's CUDA backend does; q4_K's steps of 3-63 tokens per 256
+// (the int8 tile kernel, as llama.cpp's q8_K): a dot's relative error is
+// about 1 / (127 sqrt(12)) times the activations' max over their RMS, ~0.5%.
 bool Int8Activations(const std::string& storage) { return storage == "q4_k" || storage == "q8_0"; }
 constexpr double kInt8ActivationsBound = 3e-2;  // silu_mul compounds two such dots (1.7% seen)
 
