@@ -399,8 +399,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
           for (int64_t b : p.buckets) small = b < kTensorCoreMinBucket ? b : small;
           if (ex->rows_are_logit_rows_.back()[li]) small = p.buckets.back();
           if (c.has_tile_tc()) x_f16_halves = std::max(x_f16_halves, small * (2 * width + 2 * (width / 32)));
-          // The int8 tile kernel's codes (a byte each) and float4 per 32 elements.
-          if (c.has_tile_int8()) x_f16_halves = std::max(x_f16_halves, (small * width + small * (width / 32) * 16 + 1) / 2);
+          // The int8 tile kernel's codes (a byte each), then per 256 elements 16 f16 sums and a float scale.
+          if (c.has_tile_int8()) x_f16_halves = std::max(x_f16_halves, (small * width + small * (width / 256) * 36 + 1) / 2);
         }
       }
       if (c.to_scratch) {
