@@ -145,25 +145,35 @@ __device__ __forceinline__ void StageF32(const float (&v)[4], int i, int len, fl
   if ((threadIdx.x & 3) == 0 && i < len) sums[i / 16] = s;
 }
 
-// Four activations v of a 32-element group held by 8 consecutive lanes as
-// int8 codes c = rint(v 127 / max|v|) (packed, element order), the group's
-// scale dx = max|v| / 127, and this lane's sum of v and of v - dx c.
-__device__ __forceinline__ unsigned QuantiseInt8Run(const float (&v)[4], float* dx, float* sum, float* miss) {
-  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+// kN activations v of a group held by kLanes consecutive lanes (kN each) as
+// int8 codes c = rint(v 127 / max|v|), packed four a word in element order;
+// the group's scale dx = max|v| / 127, and this lane's sum of v and of
+// v - dx c. The decode staging's groups are 32 elements (4 x 8 lanes), the
+// int8 tile path's 256 (8 x 32).
+template <int kN, int kLanes>
+__device__ __forceinline__ void QuantiseInt8(const float (&v)[kN], unsigned (&packed)[kN / 4], float* dx, float* sum,
+                                             float* miss) {
+  float m[kN / 2];  // max |v| as a tree of pairs
 #pragma unroll
-  for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  for (int i = 0; i < kN / 2; ++i) m[i] = fmaxf(fabsf(v[2 * i]), fabsf(v[2 * i + 1]));
+#pragma unroll
+  for (int w = kN / 2; w > 1; w /= 2)
+#pragma unroll
+    for (int i = 0; i < w / 2; ++i) m[i] = fmaxf(m[2 * i], m[2 * i + 1]);
+  float amax = m[0];
+#pragma unroll
+  for (int o = 1; o < kLanes; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   *dx = amax / 127.0f;
   const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-  unsigned packed = 0;
   *sum = *miss = 0.0f;
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
+  for (int j = 0; j < kN; ++j) {
     const int c = __float2int_rn(v[j] * inv);
-    packed |= (static_cast<unsigned>(c) & 0xFFu) << (8 * j);
+    if (j % 4 == 0) packed[j / 4] = 0;
+    packed[j / 4] |= (static_cast<unsigned>(c) & 0xFFu) << (8 * (j % 4));
     *sum += v[j];
     *miss += v[j] - *dx * static_cast<float>(c);
   }
-  return packed;
 }
 
 // StageF32's four as int8 codes (Int8CodeIndex's order): eight threads hold
@@ -173,14 +183,15 @@ __device__ __forceinline__ unsigned QuantiseInt8Run(const float (&v)[4], float* 
 // whole 256-element blocks here.
 __device__ __forceinline__ void StageInt8(const float (&v)[4], int i, int len, float* staged, int xstride, float* sums) {
   float dx, s, miss;
-  const unsigned packed = QuantiseInt8Run(v, &dx, &s, &miss);
+  unsigned packed[1];
+  QuantiseInt8<4, 8>(v, packed, &dx, &s, &miss);
 #pragma unroll
   for (int o = 1; o < 4; o <<= 1) {
     s += __shfl_xor_sync(0xffffffffu, s, o);
     miss += __shfl_xor_sync(0xffffffffu, miss, o);
   }
   if (i >= len) return;
-  *reinterpret_cast<unsigned*>(reinterpret_cast<unsigned char*>(staged) + Int8CodeIndex(i)) = packed;
+  *reinterpret_cast<unsigned*>(reinterpret_cast<unsigned char*>(staged) + Int8CodeIndex(i)) = packed[0];
   if ((threadIdx.x & 7) == 0) Int8Scales(staged, xstride)[i / 32] = dx;
   if ((threadIdx.x & 3) == 0) {
     sums[i / 16] = s;

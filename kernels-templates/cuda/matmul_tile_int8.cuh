@@ -94,21 +94,9 @@ __global__ void __launch_bounds__(kActivationsInt8Threads) activations_int8_kern
     for (int b = 0; b < kUnits; ++b) {
       const int u = base + b * kWarps + warp;
       if (u >= units) break;  // warp-uniform
-      float amax = 0.0f;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(e[b][j]));
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-      const float dx = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-      unsigned packed[2] = {0u, 0u};
-      float sum = 0.0f, miss = 0.0f;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int c = __float2int_rn(e[b][j] * inv);
-        packed[j / 4] |= (static_cast<unsigned>(c) & 0xFFu) << (8 * (j % 4));
-        sum += e[b][j];
-        miss += e[b][j] - dx * static_cast<float>(c);
-      }
+      float dx, sum, miss;
+      unsigned packed[2];
+      QuantiseInt8<8, 32>(e[b], packed, &dx, &sum, &miss);
 #pragma unroll
       for (int o = 1; o < 4; o <<= 1) {
         sum += __shfl_xor_sync(0xffffffffu, sum, o);

@@ -57,7 +57,7 @@ enum MatmulSlot : int {
   kDequantizeSlot = 6,         // dequantize_f16_kernel: quantised weights to f16 rows before [7]
   kMatmulF16TcSlot = 7,        // matmul_f16_tc_kernel: larger buckets over f16 weight rows
   kMatmulF16WgmmaSlot = 8,     // matmul_f16_wgmma_kernel: [7] on sm_90a's warpgroup MMA (sm_90 bundles)
-  kActivationsInt8Slot = 9,    // activations_int8_kernel: x as int8 codes + per-32 scales and sums, before [10]
+  kActivationsInt8Slot = 9,    // activations_int8_kernel: x as int8 codes, a scale per 256, sums per 32; before [10]
   kMatmulTileInt8Slot = 10,    // matmul_tile_int8_kernel: [5] for q4_K on integer tensor cores
   kMatmulSplitSumSlot = 11,    // matmul_split_sum_kernel: adds [8]'s slices of K (small grids) and applies the epilogue
   kMatmulPairSlot = 12,        // matmul_kernel, tile 2: two-token buckets of q4_K and q8_0, run like decode
