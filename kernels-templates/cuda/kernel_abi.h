@@ -101,7 +101,7 @@ struct ActivationsInt8Params {
   int k;
   const int* rows;
   signed char* codes;    // [rows, k]
-  unsigned short* sums;  // [rows, k / 256, 16] f16: R of the unit's 8 groups of 32, then S
+  unsigned short* sums;  // [rows, k / 256, 16] f16: R of the unit's 8 groups of 32, then S, over dx
   float* scales;         // [rows, k / 256]
 };
 

@@ -6,9 +6,10 @@
 // covers one 32-element sub-block s; its integer sums take the sub-block's
 // 6-bit scale as an integer multiply, so a unit's dx and d apply once:
 //   sum_i (d sc_s q_i - dmin mn_s) x_i
-//     ~ d dx sum_s sc_s sum_i q_i c_i + sum_s (8 d sc_s R_s - dmin mn_s S_s)
-// (S_s the sub-block's exact sum of x, R_s what the codes miss of it; the
-// 8 R_s stands in for sum_i q_i (x_i - dx c_i), as in LaneQ4_K). The second
+//     ~ dx (d sum_s sc_s sum_i q_i c_i + sum_s (8 d sc_s R_s - dmin mn_s S_s))
+// (S_s the sub-block's exact sum of x, R_s what the codes miss of it, both
+// in units of dx; the 8 R_s stands in for sum_i q_i (x_i - dx c_i), as in
+// LaneQ4_K). The second
 // sum, per row and token over the unit's 8 sub-blocks, is one f16 MMA
 // (m16n8k16: k = the 8 scales then the 8 mins, against the 8 R then 8 S).
 // Per sub-block a thread's work is 8 bit operations, one MMA, two byte
@@ -30,7 +31,7 @@ namespace kiln {
 // A block of kActivationsInt8Threads per row: x (times 1/rms and the gain
 // when kNorm) as int8 codes c = rint(x 127 / max|x|) per 256-element unit,
 // in element order; per unit its scale dx = max|x| / 127 and 16 halves:
-// per 32 elements R = sum(x - dx c), then S = sum(x). A warp takes a unit,
+// per 32 elements R = sum(x - dx c), then S = sum(x), both divided by dx. A warp takes a unit,
 // a lane 8 consecutive elements (4 lanes a 32-element group), the units of
 // kUnits passes loaded at once (64 units, K = 16384, in one round trip to
 // L2; more spill at 1024 threads). K a multiple of 256.
@@ -104,9 +105,13 @@ __global__ void __launch_bounds__(kActivationsInt8Threads) activations_int8_kern
       }
       *reinterpret_cast<uint2*>(codes + 256 * u + 8 * lane) = make_uint2(packed[0], packed[1]);
       if (lane % 4 == 0) {
+        // In units of dx: |R / dx| <= 16 and |S / dx| <= 32 x 127 stay in
+        // f16's range whatever the activations' magnitude (S itself would
+        // pass 65504 where 32 activations sum past it).
+        const float inv = dx > 0.0f ? 1.0f / dx : 0.0f;
         unsigned short* s = sums + 16 * u + lane / 4;
-        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(s[0]) : "f"(miss));
-        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(s[8]) : "f"(sum));
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(s[0]) : "f"(miss * inv));
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(s[8]) : "f"(sum * inv));
       }
       if (lane == 0) scales[u] = dx;
     }
@@ -249,7 +254,10 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
       }
       // The unit's 8 d sc_s R_s - dmin mn_s S_s for the same rows and
       // tokens: A rows g, g + 8 at k = 2q, 2q + 1 (scales) and 2q + 8, 2q + 9
-      // (mins), B token g's R then S of sub-blocks 2q, 2q + 1.
+      // (mins), B token g's R then S of sub-blocks 2q, 2q + 1. R and S come
+      // in units of the token's dx (activations_int8_kernel), so the MMA
+      // adds them to d isum (in the integer sums' registers) and dx scales
+      // the whole.
       unsigned bias_a[4];
       const int byte = 2 * (q % 2);
 #pragma unroll
@@ -259,11 +267,12 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
         bias_a[2 + h] = PackHalf2(ScaledByte(mnw, byte, -k[h].dmin), ScaledByte(mnw, byte + 1, -k[h].dmin));
       }
       const unsigned bias_b[2] = {d.r, d.s};
-      MmaF16(acc[0][w], bias_a, bias_b);
+      float unit[4];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        acc[0][w][r] = fmaf(k[r / 2].d * (r % 2 == 0 ? d.dxa : d.dxb), static_cast<float>(isum[r]), acc[0][w][r]);
-      }
+      for (int r = 0; r < 4; ++r) unit[r] = k[r / 2].d * static_cast<float>(isum[r]);
+      MmaF16(unit, bias_a, bias_b);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[0][w][r] = fmaf(r % 2 == 0 ? d.dxa : d.dxb, unit[r], acc[0][w][r]);
     }
   };
   for (int j = 0; j < mine; ++j) {

@@ -235,6 +235,24 @@ TEST_F(CudaKernels, DecodeOfManyRowBlocksIsNotSplit) {
   }
 }
 
+// Activations large enough that 32 of them often sum past f16's 65504
+// (each stays below it, as the f16 activation paths need): the int8 paths
+// keep their per-group sums in units of the group's scale (a sum in f16
+// would be infinite), in decode and in steps of 3-63 tokens.
+TEST_F(CudaKernels, LargeActivationsStayInRange) {
+  for (const char* storage : {"q4_k", "q8_0"}) {
+    SCOPED_TRACE(storage);
+    constexpr int64_t kK = 1024, kN = 40;
+    SingleOpPlan b({1, 2, 4, 16}, PlanPagePool{1, 1, 8, 16, 64}, 31);
+    const int64_t x = b.Activation(kK, 50, 6e3f);  // sums of 32: sd ~34000
+    b.Weight("w", storage, {kN, kK}, 0.1f);
+    const int64_t r = b.Region(kN);
+    b.Launch("matmul.q", {b.Arena("input", x), b.WeightBinding("weight", "w"), b.Arena("result", r)}, "{}");
+    Compare(b, {{r, kN, "matmul"}}, {Rows(1, 1), Rows(2, 2), Rows(3, 3), Rows(13, 4)}, kInt8ActivationsBound);
+    if (HasFatalFailure()) return;
+  }
+}
+
 // Two-token steps (q4_K, q8_0) run like decode but stage both tokens, so a
 // K that fits one token's staging chunk can take two chunks for two tokens
 // (the 8B's down, K = 14336): K = 10240 here, with the K split of few rows.

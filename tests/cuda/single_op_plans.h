@@ -67,9 +67,9 @@ class SingleOpPlan {
                                         absl::StrJoin(shape, ", "), "]}"));
   }
   // An embedding launch writing rows of `width` random f32 values to a new region.
-  int64_t Activation(int64_t width, int64_t vocab = 64) {
+  int64_t Activation(int64_t width, int64_t vocab = 64, float scale = 1.0f) {
     const std::string table = absl::StrCat("act", activations_++);
-    Weight(table, "f32", {vocab, width}, 1.0f);
+    Weight(table, "f32", {vocab, width}, scale);
     const int64_t at = Region(width);
     Launch("embedding.f32", {WeightBinding("table", table), InputBinding("tokens", "tokens"), Arena("result", at)},
            absl::StrCat(R"({"vocab": )", vocab, R"(, "width": )", width, "}"));
