@@ -55,6 +55,19 @@ KILN_ABI_FN int MatmulChunk(int k, int tile) {
              : (kMatmulSmemBudgetFloats / tile / 2560 > 0 ? kMatmulSmemBudgetFloats / tile / 2560 : 1) * 2048;
 }
 
+// matmul_stream_kernel (q8_0 one-token decode on sm_90): a ring of
+// kStreamStages stages per block, each kStreamSlices row slices of
+// kStreamChunk elements of K (64 q8_0 blocks, 2176 bytes), then the
+// activations as int8 codes, scales and residuals (9/16 of K floats with
+// their sums); two blocks per SM. Blocks: kMatmulWarps consumer warps and
+// one producer warp that issues the copies.
+constexpr int kStreamChunk = 2048, kStreamSlices = 16, kStreamStages = 2, kStreamBlocksPerSm = 2;
+constexpr int kStreamThreads = 32 * (kMatmulWarps + 1);
+KILN_ABI_FN int StreamSliceBytes(int block_elems, int block_bytes) { return kStreamChunk / block_elems * block_bytes; }
+KILN_ABI_FN int StreamSmemBytes(int k, int slice_bytes) {
+  return kStreamStages * kStreamSlices * slice_bytes + k / 16 * 9 * 4;
+}
+
 // matmul_tile_tc_kernel (buckets of 2-63 tokens): a block computes 32
 // weight rows x 8 tokens with 8 warps splitting K, each warp both 16-row
 // MMA tiles (so a warp's activation fragments serve 32 rows: with 16 the

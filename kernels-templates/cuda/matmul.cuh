@@ -199,6 +199,72 @@ __device__ __forceinline__ void StageInt8(const float (&v)[4], int i, int len, f
   }
 }
 
+// 1/rms of tokens t0 .. t0 + tiles - 1 of x into inv_rms (shared), by a
+// block of kMatmulWarps warps; the caller synchronises before reading it.
+template <int kTile>
+__device__ __forceinline__ void InverseRms(const MatmulParams& p, int t0, int tiles, float* inv_rms) {
+  constexpr int kThreads = 32 * kMatmulWarps;
+  __shared__ double partial[kMatmulWarps][kTile];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  double sq[kTile];
+#pragma unroll
+  for (int t = 0; t < kTile; ++t) {
+    sq[t] = 0.0;
+    if (t < tiles) {
+      const float* xr = p.x + static_cast<long long>(t0 + t) * p.k;
+#pragma unroll 8
+      for (int i = tid; i < p.k; i += kThreads) sq[t] += static_cast<double>(xr[i]) * xr[i];
+    }
+    sq[t] = WarpSumDouble(sq[t]);
+    if (lane == 0) partial[warp][t] = sq[t];
+  }
+  __syncthreads();
+  if (tid < kTile) {
+    double sum = 0.0;
+#pragma unroll
+    for (int w = 0; w < kMatmulWarps; ++w) sum += partial[w][tid];
+    inv_rms[tid] = static_cast<float>(1.0 / sqrt(sum / static_cast<double>(p.k) + p.eps));
+  }
+}
+
+// Stages elements [c0, c0 + len) of tokens t0 .. t0 + tiles - 1 (normalised
+// with kNorm) in shared memory, as f32 or int8 codes, by a block of
+// kMatmulWarps warps: each thread four consecutive elements per token;
+// groups of four threads add up one 16-element sum, groups of eight find a
+// 32-element group's int8 scale.
+template <int kTile, bool kNorm>
+__device__ __forceinline__ void StageTokens(const MatmulParams& p, int t0, int tiles, int c0, int len,
+                                            const float* inv_rms, bool int8, float* xs, int xstride, float* sums,
+                                            int sstride) {
+  constexpr int kThreads = 32 * kMatmulWarps;
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int t = 0; t < kTile; ++t) {
+    if (t >= tiles) break;
+    const float* xr = p.x + static_cast<long long>(t0 + t) * p.k + c0;
+    const float* g = kNorm ? p.gamma + c0 : nullptr;
+    // kStageBatch runs of four per thread are loaded before any is
+    // staged: one L2 round trip per batch, not per run (the loop was a
+    // chain of round trips, 14 for K = 14336).
+    const float inv = kNorm ? inv_rms[t] : 1.0f;
+    for (int base = 0; base < len; base += kStageBatch * 4 * kThreads) {
+      float v[kStageBatch][4];
+#pragma unroll
+      for (int b = 0; b < kStageBatch; ++b) LoadActivations4(xr, g, inv, base + (b * kThreads + tid) * 4, len, v[b]);
+#pragma unroll
+      for (int b = 0; b < kStageBatch; ++b) {
+        if (base + b * 4 * kThreads >= len) break;
+        const int i = base + (b * kThreads + tid) * 4;
+        if (int8) {
+          StageInt8(v[b], i, len, xs + t * xstride, xstride, sums + t * sstride);
+        } else {
+          StageF32(v[b], i, len, xs + t * xstride, sums + t * sstride);
+        }
+      }
+    }
+  }
+}
+
 // The whole lane steps of one staged chunk [c0, c0 + len) for this warp's
 // rows; returns where they end (the rest is the caller's element tail).
 template <class Lane, int kRows, int kParts, int kTile>
@@ -268,11 +334,9 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile <= kMatmulPairTile ? 
   constexpr bool kInt8Decode = kDecode && Int8LaneOf<S>::kHas;
   const bool int8 = Lane::kInt8 || (kInt8Decode && p.k % 256 == 0);
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
-  constexpr int kThreads = 32 * kMatmulWarps;
   extern __shared__ float4 staged4[];
   float* xs = reinterpret_cast<float*>(staged4);
   __shared__ float inv_rms[kTile];
-  __shared__ double partial[kMatmulWarps][kTile];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int t0 = blockIdx.y * kTile;
   // Decode (one- and two-token buckets, one row of blocks) reads the row
@@ -299,27 +363,7 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile <= kMatmulPairTile ? 
                          ? (total_groups + gridDim.x * groups_per_block - 1) / (gridDim.x * groups_per_block)
                          : 1;
 
-  if constexpr (kNorm) {
-    double sq[kTile];
-#pragma unroll
-    for (int t = 0; t < kTile; ++t) {
-      sq[t] = 0.0;
-      if (t < tiles) {
-        const float* xr = p.x + static_cast<long long>(t0 + t) * p.k;
-#pragma unroll 8
-        for (int i = tid; i < p.k; i += kThreads) sq[t] += static_cast<double>(xr[i]) * xr[i];
-      }
-      sq[t] = WarpSumDouble(sq[t]);
-      if (lane == 0) partial[warp][t] = sq[t];
-    }
-    __syncthreads();
-    if (tid < kTile) {
-      double sum = 0.0;
-#pragma unroll
-      for (int w = 0; w < kMatmulWarps; ++w) sum += partial[w][tid];
-      inv_rms[tid] = static_cast<float>(1.0 / sqrt(sum / static_cast<double>(p.k) + p.eps));
-    }
-  }
+  if constexpr (kNorm) InverseRms<kTile>(p, t0, tiles, inv_rms);
 
   const int xstride = MatmulPaddedLen(p.chunk), sstride = MatmulSumsLen(p.chunk);
   float* sums = xs + kTile * xstride;
@@ -350,34 +394,7 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile <= kMatmulPairTile ? 
       const int len = min(p.chunk, p.k - c0);
       if (round == 0) {  // later rounds reuse the one staged chunk
         __syncthreads();  // the previous chunk's readers are done; 1/rms is ready
-        // Stage: each thread four consecutive elements per token; groups of
-        // four threads add up one 16-element sum, groups of eight find a
-        // 32-element group's int8 scale (int8 lanes).
-#pragma unroll
-        for (int t = 0; t < kTile; ++t) {
-          if (t >= tiles) break;
-          const float* xr = p.x + static_cast<long long>(t0 + t) * p.k + c0;
-          const float* g = kNorm ? p.gamma + c0 : nullptr;
-          // kStageBatch runs of four per thread are loaded before any is
-          // staged: one L2 round trip per batch, not per run (the loop was a
-          // chain of round trips, 14 for K = 14336).
-          const float inv = kNorm ? inv_rms[t] : 1.0f;
-          for (int base = 0; base < len; base += kStageBatch * 4 * kThreads) {
-            float v[kStageBatch][4];
-#pragma unroll
-            for (int b = 0; b < kStageBatch; ++b) LoadActivations4(xr, g, inv, base + (b * kThreads + tid) * 4, len, v[b]);
-#pragma unroll
-            for (int b = 0; b < kStageBatch; ++b) {
-              if (base + b * 4 * kThreads >= len) break;
-              const int i = base + (b * kThreads + tid) * 4;
-              if (int8) {
-                StageInt8(v[b], i, len, xs + t * xstride, xstride, sums + t * sstride);
-              } else {
-                StageF32(v[b], i, len, xs + t * xstride, sums + t * sstride);
-              }
-            }
-          }
-        }
+        StageTokens<kTile, kNorm>(p, t0, tiles, c0, len, inv_rms, int8, xs, xstride, sums, sstride);
         __syncthreads();
       }
       if (!active) continue;

@@ -41,7 +41,9 @@ namespace kiln::cuda {
 // 10: activations_int8_kernel scales per 256 elements and writes f16 sums
 // (MatmulParams::x_i8_sums, x_i8_scales); matmul_tile_int8_kernel's blocks
 // are 16 outputs.
-constexpr uint32_t kBundleVersion = 10;
+// 11: q8_0's one-token decode runs matmul_stream_kernel on sm_90 (a 14th
+// matmul slot).
+constexpr uint32_t kBundleVersion = 11;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

@@ -98,6 +98,7 @@ class CudaExecutor final : public Executor {
     // Where this call's weights sit decoded to f16 in resident_f16_ (halves),
     // decoded once at load for the prefill matmul; -1: decoded per step.
     int64_t resident_f16 = -1;
+    unsigned stream_smem = 0;  // matmul_stream_kernel's dynamic shared memory, where it runs
   };
 
   // A weight's bytes on their way to the device: converted (owned) or the
@@ -156,6 +157,9 @@ class CudaExecutor final : public Executor {
   bool tile_int8_ = true;  // q4_K's small buckets on matmul_tile_int8_kernel
   bool pair_tile_ = true;  // q4_K's and q8_0's two-token buckets on matmul_kernel, tile 2
   bool k_splits_ = true;   // the wgmma prefill matmul cuts K where its tiles are few
+  bool stream_decode_ = false;  // q8_0's one-token decode on matmul_stream_kernel (sm_90)
+  int smem_optin_ = 0;     // dynamic shared memory a block may opt in to
+  int smem_per_sm_ = 0;    // shared memory of an SM
   CUfunction argmax_ = nullptr;  // null for kernels sections without it: StepGreedy then reads the logits
   uint64_t scratch_bytes_ = 0;
   int32_t* host_inputs_ = nullptr;  // pinned
@@ -313,6 +317,13 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->pair_tile_ = SwitchOn("KILN_CUDA_PAIR_TILE");
   // Where its tiles are few, the wgmma matmul cuts K into slices (KILN_CUDA_K_SPLITS=0: never).
   ex->k_splits_ = SwitchOn("KILN_CUDA_K_SPLITS");
+  // q8_0's one-token decode streams the weights through shared memory on
+  // the bulk copy engine (sm_90; KILN_CUDA_STREAM=0: matmul_kernel).
+  ex->stream_decode_ = sm >= 90 && bundle->sm >= 90 && SwitchOn("KILN_CUDA_STREAM");
+  KILN_CU(api, api.cuDeviceGetAttribute(&ex->smem_optin_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                        ex->context_->device()));
+  KILN_CU(api, api.cuDeviceGetAttribute(&ex->smem_per_sm_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+                                        ex->context_->device()));
 
   if (absl::Status s = ex->ComputeRowKinds(); !s.ok()) return s;
   // Every launch's calls, with their functions.
@@ -374,6 +385,18 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
           const PlanBinding* b = l.Find(l.op == "fused_matmul" ? absl::StrCat("weight", wi) : std::string("weight"));
           const PlanWeight* w = b ? p.FindWeight(b->name) : nullptr;
           rows += w ? w->shape.front() : 0;
+        }
+        if (r.functions[kMatmulStreamSlot] != nullptr) {
+          // Its ring and the whole K of activations, where that fits a block
+          // (else decode stays on matmul_kernel).
+          const int smem = pw ? StreamSmemBytesOf(pw->storage, static_cast<int>(width)) : 0;
+          if (!ex->stream_decode_ || smem == 0 || width % 256 != 0 || smem > ex->smem_optin_) {
+            r.functions[kMatmulStreamSlot] = nullptr;
+          } else {
+            KILN_CU(api, api.cuFuncSetAttribute(r.functions[kMatmulStreamSlot],
+                                                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
+            r.stream_smem = static_cast<unsigned>(smem);
+          }
         }
         bool f16_rows = false;  // some bucket's matmul reads this call's weights as f16 rows
         for (size_t b = 0; b < p.buckets.size(); ++b) f16_rows = f16_rows || ex->UsesF16Weights(c, li, b, width);
@@ -738,6 +761,15 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
             launched = launch(rc.functions[kMatmulTileTcSlot], (mp.total_n + kTileTcRowsPerBlock - 1) / kTileTcRowsPerBlock,
                               (max_rows + kTileTcTokensPerBlock - 1) / kTileTcTokensPerBlock, 256, 0, &mp);
           }
+        } else if (max_rows == 1 && stream_decode_ && rc.functions[kMatmulStreamSlot] != nullptr) {
+          // One wave of blocks (as many as fit the SMs at once: shared
+          // memory and registers) taking row groups in turn.
+          const int outputs = c.epilogue == kEpilogueSiluMul ? kStreamSlices / 2 : kStreamSlices;
+          const int groups = (mp.total_n + outputs - 1) / outputs;
+          const int per_sm =
+              std::max(1, std::min(kStreamBlocksPerSm, smem_per_sm_ / static_cast<int>(rc.stream_smem + 1024)));
+          launched = launch(rc.functions[kMatmulStreamSlot], std::min(groups, per_sm * context_->multiprocessors()), 1,
+                            kStreamThreads, rc.stream_smem, &mp);
         } else {
           const int tile = pair ? kMatmulPairTile : max_rows > 1 ? kPrefillTile : 1;
           const bool decode = tile <= kMatmulPairTile;

@@ -50,6 +50,11 @@ KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, 
   if (storage_template == "kiln::StorageQ4_K" || storage_template == "kiln::StorageQ8_0") {
     c.names[kMatmulPairSlot] = MatmulName(storage_template, epilogue, norm, cuda_abi::kMatmulPairTile);
   }
+  // q8_0's one-token steps stream the weights on sm_90.
+  if (storage_template == "kiln::StorageQ8_0") {
+    c.names[kMatmulStreamSlot] =
+        absl::StrCat("kiln::matmul_stream_kernel<", storage_template, ", ", epilogue, ", ", norm_arg, ">");
+  }
   // f16 rows are read in place; other storages are decoded to f16 first.
   if (storage_template != "kiln::StorageF16") {
     c.names[kDequantizeSlot] = absl::StrCat("kiln::dequantize_f16_kernel<", storage_template, ">");
@@ -123,6 +128,10 @@ bool HasTileTensorCoreKernel(const std::string& storage_template) {
   // matmul_tile_tc.cuh's TileCodes specialisations.
   return storage_template == "kiln::StorageF16" || storage_template == "kiln::StorageQ8_0" ||
          storage_template == "kiln::StorageQ4_K";
+}
+
+int StreamSmemBytesOf(const std::string& storage, int k) {
+  return storage == "q8_0" ? cuda_abi::StreamSmemBytes(k, cuda_abi::StreamSliceBytes(32, 34)) : 0;
 }
 
 int MatmulRowsPerWarp(const std::string& storage, int tile) {

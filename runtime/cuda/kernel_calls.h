@@ -61,7 +61,8 @@ enum MatmulSlot : int {
   kMatmulTileInt8Slot = 10,    // matmul_tile_int8_kernel: [5] for q4_K on integer tensor cores
   kMatmulSplitSumSlot = 11,    // matmul_split_sum_kernel: adds [8]'s slices of K (small grids) and applies the epilogue
   kMatmulPairSlot = 12,        // matmul_kernel, tile 2: two-token buckets of q4_K and q8_0, run like decode
-  kMatmulSlots = 13,
+  kMatmulStreamSlot = 13,      // matmul_stream_kernel: [0] for q8_0 on sm_90, weights streamed by the copy engine
+  kMatmulSlots = 14,
 };
 
 struct KernelCall {
@@ -88,6 +89,10 @@ struct KernelCall {
 // Whether matmul_tile_tc_kernel reads this storage template (buckets of 2
 // to 63 tokens then run on tensor cores when K is a multiple of 32).
 bool HasTileTensorCoreKernel(const std::string& storage_template);
+
+// Dynamic shared memory of matmul_stream_kernel for a weight of `storage`
+// and K = k (cuda_abi::StreamSmemBytes), or 0 where it has no stream kernel.
+int StreamSmemBytesOf(const std::string& storage, int k);
 
 // Weight rows per warp of matmul_kernel for a weight of `storage` and a tile
 // of `tile` tokens (decode: the kRows of its lane in matmul_lanes.cuh).

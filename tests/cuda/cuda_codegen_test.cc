@@ -189,6 +189,23 @@ TEST(CudaCodegen, Llama3ShapedPlansCompileForSm90) {
     for (int epilogue : {0, 1, 2}) {
       EXPECT_NE(bundle->Find(absl::StrCat("kiln::matmul_split_sum_kernel<", epilogue, ">")), nullptr) << epilogue;
     }
+    // q8_0's one-token decode streams the weights (matmul_stream_kernel):
+    // the three launch kinds, nothing spilled, and two blocks per SM: at
+    // most 128 registers, and the ring with the down projection's K of
+    // activations in half of an SM's 228 KB less 1 KB reserved per block.
+    const std::string storage_template = *cuda::StorageTemplate(storage);
+    for (const std::string& args : {std::string(", 0, true>"), std::string(", 1, true>"), std::string(", 2, false>")}) {
+      const std::string name = absl::StrCat("kiln::matmul_stream_kernel<", storage_template, args);
+      const cuda::BundleKernel* stream = bundle->Find(name);
+      if (storage != "q8_0") {
+        EXPECT_EQ(stream, nullptr) << name;
+        continue;
+      }
+      ASSERT_NE(stream, nullptr) << name;
+      EXPECT_LE(stream->registers, 128) << name;
+      EXPECT_EQ(stream->spill_store_bytes, 0) << name;
+      EXPECT_LE(cuda::StreamSmemBytesOf(storage, 14336), 113 * 1024) << name;
+    }
     // f16 rows are read in place; quantised ones are decoded to f16 first.
     const cuda::BundleKernel* dequantize =
         bundle->Find(absl::StrCat("kiln::dequantize_f16_kernel<", *cuda::StorageTemplate(storage), ">"));

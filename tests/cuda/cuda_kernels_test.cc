@@ -235,6 +235,28 @@ TEST_F(CudaKernels, DecodeOfManyRowBlocksIsNotSplit) {
   }
 }
 
+// q8_0's one-token decode on sm_90 streams row groups through a ring of
+// kStreamStages stages (matmul_stream_kernel): here a block takes up to four
+// groups of three K chunks (2048, 2048, 512), so every slot is refilled
+// several times, and the last group is partial (8200 and 4100 outputs).
+TEST_F(CudaKernels, DecodeStreamsRowGroupsThroughTheRing) {
+  constexpr int64_t kK = 4608, kN = 4100;
+  SingleOpPlan b({1, 2}, PlanPagePool{1, 1, 8, 16, 64}, 29);
+  const int64_t x = b.Activation(kK, 50);
+  b.Weight("gamma", "f32", {kK});
+  b.Weight("gate", "q8_0", {2 * kN, kK}, 0.1f);
+  b.Weight("up", "q8_0", {2 * kN, kK}, 0.1f);
+  b.Weight("w", "q8_0", {kN, kK}, 0.1f);
+  const int64_t rg = b.Region(2 * kN), rm = b.Region(kN);
+  b.Launch("fused_matmul.norm.silu_mul.q",
+           {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "gate"),
+            b.WeightBinding("weight1", "up"), b.Arena("result0", rg)},
+           R"({"epilogue": "silu_mul", "eps": 1e-5})");
+  b.Launch("matmul.q", {b.Arena("input", x), b.WeightBinding("weight", "w"), b.Arena("result", rm)}, "{}");
+  Compare(b, {{rg, 2 * kN, "silu_mul"}, {rm, kN, "matmul"}}, {Rows(1, 1), Rows(1, 2), Rows(2, 3)},
+          kInt8ActivationsBound);
+}
+
 // Activations large enough that 32 of them often sum past f16's 65504
 // (each stays below it, as the f16 activation paths need): the int8 paths
 // keep their per-group sums in units of the group's scale (a sum in f16
