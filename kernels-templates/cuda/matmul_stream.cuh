@@ -2,8 +2,8 @@
 // bulk copy engine (sm_90's cp.async.bulk, completing on an
 // mbarrier). matmul_kernel's decode holds its weight loads in registers, so
 // the bytes in flight are what 16 warps of 128 registers can hold while
-// they also compute (ncu: gate/up at 48% of DRAM, 45% of the time stalled
-// on loads; q8_0's gate/up also spills); here a ring of kStreamStages
+// they also compute (ncu of gate/up: q4_K's at 48% of DRAM, 45% of the
+// time stalled on loads; q8_0's at 52%, spilling); here a ring of kStreamStages
 // stages per block keeps that many times kStreamSlices row slices in flight
 // whatever the warps are doing, a producer warp issues them (one
 // instruction a slice), and the consumer warps wait only for the bytes
