@@ -9,9 +9,9 @@
 //     ~ dx (d sum_s sc_s sum_i q_i c_i + sum_s (8 d sc_s R_s - dmin mn_s S_s))
 // (S_s the sub-block's exact sum of x, R_s what the codes miss of it, both
 // in units of dx; the 8 R_s stands in for sum_i q_i (x_i - dx c_i), as in
-// LaneQ4_K). The second
-// sum, per row and token over the unit's 8 sub-blocks, is one f16 MMA
-// (m16n8k16: k = the 8 scales then the 8 mins, against the 8 R then 8 S).
+// LaneQ4_K). The second sum, per row and token over the unit's 8
+// sub-blocks, is one f16 MMA (m16n8k16: k = the 8 scales then the 8 mins,
+// against the 8 R then 8 S).
 // Per sub-block a thread's work is 8 bit operations, one MMA, two byte
 // permutes and four integer multiply-adds (with a float scale per
 // sub-block it was ~30 instructions, the kernel's bound).
@@ -31,10 +31,10 @@ namespace kiln {
 // A block of kActivationsInt8Threads per row: x (times 1/rms and the gain
 // when kNorm) as int8 codes c = rint(x 127 / max|x|) per 256-element unit,
 // in element order; per unit its scale dx = max|x| / 127 and 16 halves:
-// per 32 elements R = sum(x - dx c), then S = sum(x), both divided by dx. A warp takes a unit,
-// a lane 8 consecutive elements (4 lanes a 32-element group), the units of
-// kUnits passes loaded at once (64 units, K = 16384, in one round trip to
-// L2; more spill at 1024 threads). K a multiple of 256.
+// per 32 elements R = sum(x - dx c), then S = sum(x), both divided by dx.
+// A warp takes a unit, a lane 8 consecutive elements (4 lanes a 32-element
+// group), the units of kUnits passes loaded at once (64 units, K = 16384,
+// in one round trip to L2; more spill at 1024 threads). K a multiple of 256.
 template <bool kNorm>
 __global__ void __launch_bounds__(kActivationsInt8Threads) activations_int8_kernel(ActivationsInt8Params p) {
   constexpr int kThreads = kActivationsInt8Threads, kBatch = kActivationsInt8Batch, kPass = 4 * kThreads;
