@@ -147,6 +147,23 @@ struct MatmulParams {
   // and applies the epilogue.
   float* k_partials;
   int k_splits;
+  // matmul_kernel over q4_K: each weight's scale table (Q4KTableRowBytes per
+  // row), or null for all (it then decodes the blocks' headers).
+  const unsigned char* tables[kMaxFusedWeights];
+};
+
+// The scale table of a q4_K weight for matmul_kernel (LaneQ4_KTable): per
+// 256-element block, for c = 0..3, f16 d sc and dmin mn of sub-blocks 2c and
+// 2c + 1 in the order A(2c), A(2c + 1), M(2c), M(2c + 1).
+constexpr int kQ4KTableBlockBytes = 32;
+KILN_ABI_FN long long Q4KTableRowBytes(long long k) { return k / 256 * kQ4KTableBlockBytes; }
+// q4k_scale_table_kernel: the table of `blocks` q4_K blocks at w, one thread
+// per block; *overflow gets 1 where a product leaves f16's range.
+struct Q4KTableParams {
+  const unsigned char* w;
+  unsigned char* table;
+  long long blocks;
+  unsigned* overflow;
 };
 
 // matmul_f16_tc_kernel (buckets of kTensorCoreMinBucket tokens and more,

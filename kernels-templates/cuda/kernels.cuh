@@ -11,4 +11,5 @@
 #include "matmul_tc.cuh"
 #include "matmul_tile_int8.cuh"
 #include "matmul_tile_tc.cuh"
+#include "q4k_scale_table.cuh"
 #include "rows.cuh"

@@ -291,9 +291,11 @@ __device__ __forceinline__ int WalkChunk(const unsigned char* const (&weight_row
 // WalkChunk for int8 lanes: each step's activations are loaded once per
 // token and shared by the warp's rows. Decode launches of one weight per row
 // issue the loads of two steps before either's arithmetic (gate/up already
-// has two weights per row in flight; more would spill).
+// has two weights per row in flight; more would spill). table_rows: the
+// rows' scale tables, for the lanes that read one (LaneQ4_KTable).
 template <class Lane, int kRows, int kParts, int kTile>
-__device__ __forceinline__ void WalkChunkInt8(const unsigned char* const (&weight_rows)[kRows][kParts], int c0, int len,
+__device__ __forceinline__ void WalkChunkInt8(const unsigned char* const (&weight_rows)[kRows][kParts],
+                                              const unsigned char* const (&table_rows)[kRows][kParts], int c0, int len,
                                               int lane, int slice, int ksplit, const float* xs, int xstride,
                                               const float* sums, int sstride, float (&acc)[kRows][kParts][kTile]) {
   constexpr int kSteps = kTile == 1 && kParts == 1 ? 2 : 1;
@@ -306,7 +308,7 @@ __device__ __forceinline__ void WalkChunkInt8(const unsigned char* const (&weigh
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
 #pragma unroll
-        for (int w = 0; w < kParts; ++w) raw[k][r][w] = Lane::Load(weight_rows[r][w], c0 + e0 + k * kStride);
+        for (int w = 0; w < kParts; ++w) raw[k][r][w] = Lane::Load(weight_rows[r][w], table_rows[r][w], c0 + e0 + k * kStride);
     }
 #pragma unroll
     for (int k = 0; k < kSteps; ++k) {
@@ -324,9 +326,11 @@ __device__ __forceinline__ void WalkChunkInt8(const unsigned char* const (&weigh
   }
 }
 
-template <class S, int kEpilogue, bool kNorm, int kTile>
-__global__ void __launch_bounds__(32 * kMatmulWarps, kTile <= kMatmulPairTile ? 2 : 1) matmul_kernel(MatmulParams p) {
-  using Lane = typename LaneOf<S>::type;
+// matmul_kernel's work; kTable: q4_K's weights read through their scale
+// tables (LaneQ4_KTable).
+template <class S, int kEpilogue, bool kNorm, int kTile, bool kTable>
+__device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
+  using Lane = typename WalkLaneOf<S, kTable>::type;
   constexpr bool kDecode = kTile <= kMatmulPairTile;  // one or two sequences decoding
   constexpr int kRows = kDecode ? Lane::kRows : kMatmulTiledRowsPerWarp;
   // Decode of a storage with an int8 lane besides its own (q8_0) takes it
@@ -369,17 +373,19 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile <= kMatmulPairTile ? 
   float* sums = xs + kTile * xstride;
   for (int round = 0; round < rounds; ++round) {
     // This warp's rows: per row its weight (q, k or v of a fused launch), its
-    // row there, and its weight rows (gate and up for silu_mul).
+    // row there, and its weight rows (gate and up for silu_mul) and table rows.
     const int first = ((round * gridDim.x + blockIdx.x) * groups_per_block + warp / ksplit) * kRows;
     const bool active = first < p.total_n;
     int out_weight[kRows], out_row[kRows];
     const unsigned char* weight_rows[kRows][kParts];
+    const unsigned char* table_rows[kRows][kParts];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       WeightRowOf<kEpilogue>(p, min(first + r, p.total_n - 1), &out_weight[r], &out_row[r]);
 #pragma unroll
       for (int w = 0; w < kParts; ++w) {
         weight_rows[r][w] = Pick(p.w, out_weight[r] + w) + static_cast<long long>(out_row[r]) * p.row_bytes;
+        table_rows[r][w] = kTable ? Pick(p.tables, out_weight[r] + w) + out_row[r] * Q4KTableRowBytes(p.k) : nullptr;
       }
     }
     float acc[kRows][kParts][kTile];
@@ -400,13 +406,13 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile <= kMatmulPairTile ? 
       if (!active) continue;
       if constexpr (Lane::kInt8) {
         // Whole 256-element blocks only: K and every chunk are multiples of 256.
-        WalkChunkInt8<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit, xs, xstride, sums, sstride,
-                                                  acc);
+        WalkChunkInt8<Lane, kRows, kParts, kTile>(weight_rows, table_rows, c0, len, lane, slice, ksplit, xs, xstride, sums,
+                                                  sstride, acc);
       } else if (int8) {
         if constexpr (kInt8Decode) {
           static_assert(Int8LaneOf<S>::type::kRows == Lane::kRows, "the host sizes rows by storage");
-          WalkChunkInt8<typename Int8LaneOf<S>::type, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit, xs,
-                                                                            xstride, sums, sstride, acc);
+          WalkChunkInt8<typename Int8LaneOf<S>::type, kRows, kParts, kTile>(weight_rows, table_rows, c0, len, lane, slice,
+                                                                            ksplit, xs, xstride, sums, sstride, acc);
         }
       } else {
         const int full = Lane::Fits(p.k) ? WalkChunk<Lane, kRows, kParts, kTile>(weight_rows, c0, len, lane, slice, ksplit,
@@ -484,6 +490,20 @@ __global__ void __launch_bounds__(32 * kMatmulWarps, kTile <= kMatmulPairTile ? 
       }
     }
   }
+}
+
+// The choice of lane is made once per launch, not per chunk, so that each
+// path keeps its own registers (q4_K's table rows beside the header lane's
+// spilled its qkv decode).
+template <class S, int kEpilogue, bool kNorm, int kTile>
+__global__ void __launch_bounds__(32 * kMatmulWarps, kTile <= kMatmulPairTile ? 2 : 1) matmul_kernel(MatmulParams p) {
+  if constexpr (TableLaneOf<S>::kHas) {
+    if (p.tables[0] != nullptr) {
+      MatmulRows<S, kEpilogue, kNorm, kTile, true>(p);
+      return;
+    }
+  }
+  MatmulRows<S, kEpilogue, kNorm, kTile, false>(p);
 }
 
 }  // namespace kiln

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "runtime/cpu/row_dot.h"
+#include "runtime/formats/quant.h"
 #include "runtime/util/half.h"
 
 #if defined(__x86_64__)
@@ -76,17 +77,6 @@ double BlockDotQ3_K(const uint8_t* b, const float* x) {
   return acc;
 }
 
-// The 6-bit scale and min of q4_K/q5_K sub-block s (ggml's get_scale_min_k4).
-void ScaleMinK4(const uint8_t* t, int s, int* scale, int* min) {
-  if (s < 4) {
-    *scale = t[s] & 63;
-    *min = t[s + 4] & 63;
-  } else {
-    *scale = (t[s + 4] & 0x0F) | ((t[s - 4] >> 6) << 4);
-    *min = (t[s + 4] >> 4) | ((t[s] >> 6) << 4);
-  }
-}
-
 // q4_K (144 bytes): f16 d | f16 dmin | scales[12] | qs[128]. Four chunks of
 // 64: the low nibbles of the chunk's 32 bytes (sub-block 2c), then the high
 // nibbles (2c + 1). w = d * scale * q - dmin * min.
@@ -97,7 +87,7 @@ double BlockDotQ4_K(const uint8_t* b, const float* x) {
     const uint8_t* q = b + 16 + 32 * c;
     for (int nib = 0; nib < 2; ++nib, x += 32) {
       int sc, m;
-      ScaleMinK4(b + 4, 2 * c + nib, &sc, &m);
+      GetScaleMinK4(b + 4, 2 * c + nib, &sc, &m);
       double sq = 0, sx = 0;
       for (int l = 0; l < 32; ++l) {
         sq += static_cast<double>((q[l] >> (4 * nib)) & 0x0F) * x[l];
@@ -120,7 +110,7 @@ double BlockDotQ5_K(const uint8_t* b, const float* x) {
     for (int nib = 0; nib < 2; ++nib, x += 32) {
       const int s = 2 * c + nib;
       int sc, m;
-      ScaleMinK4(b + 4, s, &sc, &m);
+      GetScaleMinK4(b + 4, s, &sc, &m);
       double sq = 0, sx = 0;
       for (int l = 0; l < 32; ++l) {
         const int code = ((q[l] >> (4 * nib)) & 0x0F) | (((qh[l] >> s) & 1) << 4);
@@ -210,7 +200,7 @@ struct Q4_KChunk {
   static constexpr int kElems = 32;
   KILN_AVX2 static void Decode(const uint8_t* b, int sub, __m256* w) {
     int sc, m;
-    ScaleMinK4(b + 4, sub, &sc, &m);
+    GetScaleMinK4(b + 4, sub, &sc, &m);
     const __m256 scale = _mm256_set1_ps(avx2::LoadF16(b) * static_cast<float>(sc));
     const __m256 offset = _mm256_set1_ps(-avx2::LoadF16(b + 2) * static_cast<float>(m));
     const uint8_t* q = b + 16 + 32 * (sub / 2);
@@ -227,7 +217,7 @@ struct Q5_KChunk {
   static constexpr int kElems = 32;
   KILN_AVX2 static void Decode(const uint8_t* b, int sub, __m256* w) {
     int sc, m;
-    ScaleMinK4(b + 4, sub, &sc, &m);
+    GetScaleMinK4(b + 4, sub, &sc, &m);
     const __m256 scale = _mm256_set1_ps(avx2::LoadF16(b) * static_cast<float>(sc));
     const __m256 offset = _mm256_set1_ps(-avx2::LoadF16(b + 2) * static_cast<float>(m));
     const uint8_t* qh = b + 16;

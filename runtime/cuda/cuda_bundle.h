@@ -43,7 +43,8 @@ namespace kiln::cuda {
 // are 16 outputs.
 // 11: q8_0's one-token decode runs matmul_stream_kernel on sm_90 (a 14th
 // matmul slot).
-constexpr uint32_t kBundleVersion = 11;
+// 12: q4_K's matmul_kernel reads scale tables made at load (MatmulParams::tables).
+constexpr uint32_t kBundleVersion = 12;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

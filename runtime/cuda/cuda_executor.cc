@@ -4,10 +4,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels-templates/cuda/kernel_abi.h"
@@ -76,6 +78,7 @@ class CudaExecutor final : public Executor {
   absl::StatusOr<std::span<const int32_t>> StepGreedy(const StepBatch& batch) override;
   std::string Describe() const override {
     std::string d = absl::StrFormat("cuda (%s, sm_%d, %d SMs", context_->name(), context_->sm(), context_->multiprocessors());
+    if (table_bytes_ > 0) absl::StrAppendFormat(&d, "; q4_K scale tables: %.2f GiB", table_bytes_ / 1073741824.0);
     if (resident_f16_bytes_ > 0) {
       absl::StrAppendFormat(&d, "; f16 copy of the weights for prefill: %.1f GiB", resident_f16_bytes_ / 1073741824.0);
     }
@@ -90,6 +93,8 @@ class CudaExecutor final : public Executor {
     int64_t rows = 1, cols = 0;
     uint64_t row_bytes = 0;
     CUdeviceptr ptr = 0;
+    // q4_K weights of matmuls: their scale table (q4k_scale_table.h), or 0.
+    CUdeviceptr table = 0;
   };
   // The resolved kernels of one launch, ready to record.
   struct ResolvedCall {
@@ -128,6 +133,9 @@ class CudaExecutor final : public Executor {
     const int64_t tiles = (rows + kGemmM - 1) / kGemmM * ((total_n + outputs - 1) / outputs);
     return WgmmaKSplits(static_cast<int>(tiles), static_cast<int>(k), context_->multiprocessors());
   }
+  // Fills the scale tables BindWeights made room for (q4k_scale_table_kernel),
+  // or drops them all where a product leaves f16's range.
+  absl::Status MakeQ4KTables();
   absl::Status RecordBucket(size_t bucket);
   // Validates the batch, copies its inputs to the device and launches the
   // bucket's graph; returns the bucket. Nothing waits for the device.
@@ -158,6 +166,8 @@ class CudaExecutor final : public Executor {
   bool pair_tile_ = true;  // q4_K's and q8_0's two-token buckets on matmul_kernel, tile 2
   bool k_splits_ = true;   // the wgmma prefill matmul cuts K where its tiles are few
   bool stream_decode_ = false;  // q8_0's one-token decode on matmul_stream_kernel (sm_90)
+  bool q4k_tables_ = true;      // q4_K's matmul_kernel reads scale tables made at load
+  int64_t table_bytes_ = 0;     // of all those tables
   int smem_optin_ = 0;     // dynamic shared memory a block may opt in to
   int smem_per_sm_ = 0;    // shared memory of an SM
   CUfunction argmax_ = nullptr;  // null for kernels sections without it: StepGreedy then reads the logits
@@ -192,6 +202,14 @@ CudaExecutor::~CudaExecutor() {
 
 absl::Status CudaExecutor::BindWeights(const WeightSource& weights, uint64_t* offset,
                                        std::vector<WeightUpload>* uploads) {
+  // The weights the matmuls read (not embedding tables): q4_K's get scale tables.
+  std::set<std::string> matmul_weights;
+  for (const PlanLaunch& l : plan_.launches) {
+    if (l.op != "matmul" && l.op != "fused_matmul") continue;
+    for (const PlanBinding& b : l.bindings) {
+      if (b.kind == PlanBinding::Kind::kWeight && absl::StartsWith(b.role, "weight")) matmul_weights.insert(b.name);
+    }
+  }
   for (const PlanWeight& w : plan_.weights) {
     absl::StatusOr<WeightBytes> src = weights(w.name);
     if (!src.ok()) return src.status();
@@ -228,6 +246,14 @@ absl::Status CudaExecutor::BindWeights(const WeightSource& weights, uint64_t* of
     d.ptr = *offset;  // relative until the allocation exists
     up.offset = *offset;
     *offset = AlignUp(*offset + up.bytes.size());
+    // Room for a q4_K matmul weight's scale table, made on the device at load.
+    const bool q4k = !want->grouped && want->ggml == GgmlType::kQ4_K;
+    if (q4k && q4k_tables_ && w.shape.size() == 2 && d.cols % 256 == 0 && matmul_weights.contains(w.name)) {
+      d.table = *offset;
+      const uint64_t bytes = d.rows * cuda_abi::Q4KTableRowBytes(d.cols);
+      table_bytes_ += static_cast<int64_t>(bytes);
+      *offset = AlignUp(*offset + bytes);
+    }
     uploads->push_back(std::move(up));
     weights_.emplace(w.name, std::move(d));
   }
@@ -320,6 +346,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   // q8_0's one-token decode streams the weights through shared memory on
   // the bulk copy engine (sm_90; KILN_CUDA_STREAM=0: matmul_kernel).
   ex->stream_decode_ = sm >= 90 && bundle->sm >= 90 && SwitchOn("KILN_CUDA_STREAM");
+  // q4_K's matmul_kernel reads each sub-block's scale products from a table
+  // made at load (+22% of the weights' bytes) instead of unpacking the
+  // blocks' 6-bit fields every step (KILN_CUDA_Q4K_TABLE=0: it unpacks them).
+  ex->q4k_tables_ = SwitchOn("KILN_CUDA_Q4K_TABLE");
   KILN_CU(api, api.cuDeviceGetAttribute(&ex->smem_optin_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                                         ex->context_->device()));
   KILN_CU(api, api.cuDeviceGetAttribute(&ex->smem_per_sm_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
@@ -522,7 +552,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   for (const WeightUpload& up : uploads) {
     KILN_CU(api, api.cuMemcpyHtoD(ex->device_ + up.offset, up.bytes.data(), up.bytes.size()));
   }
-  for (auto& [name, w] : ex->weights_) w.ptr += ex->device_;
+  for (auto& [name, w] : ex->weights_) {
+    w.ptr += ex->device_;
+    if (w.table != 0) w.table += ex->device_;
+  }
   for (auto& [key, at] : ex->rope_tables_) {
     at += ex->device_;
     const std::vector<float>& table = rope_tables[key];
@@ -557,6 +590,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   KILN_CU(api, api.cuCtxSynchronize());
 
   KILN_CU(api, api.cuStreamCreate(&ex->stream_, CU_STREAM_NON_BLOCKING));
+  if (absl::Status s = ex->MakeQ4KTables(); !s.ok()) return s;
   if (resident) {
     for (size_t li = 0; li < p.launches.size(); ++li) {
       for (const ResolvedCall& rc : ex->calls_[li]) {
@@ -590,6 +624,38 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
     if (absl::Status s = ex->RecordBucket(b); !s.ok()) return s;
   }
   return std::unique_ptr<Executor>(std::move(ex));
+}
+
+absl::Status CudaExecutor::MakeQ4KTables() {
+  if (table_bytes_ == 0) return absl::OkStatus();
+  CUfunction make = nullptr;
+  for (const auto& calls : calls_)
+    for (const ResolvedCall& rc : calls) {
+      if (rc.call.kind == KernelKind::kMatmul && rc.functions[kQ4KTableSlot] != nullptr) make = rc.functions[kQ4KTableSlot];
+    }
+  const DriverApi& api = *api_;
+  // The greedy ids (zero, and unused before the first step) hold the overflow flag.
+  unsigned* overflow = reinterpret_cast<unsigned*>(greedy_ids_);
+  for (const auto& [name, w] : weights_) {
+    if (w.table == 0 || make == nullptr) continue;
+    Q4KTableParams tp{};
+    tp.w = reinterpret_cast<const unsigned char*>(w.ptr);
+    tp.table = reinterpret_cast<unsigned char*>(w.table);
+    tp.blocks = w.rows * (w.cols / 256);
+    tp.overflow = overflow;
+    if (absl::Status s = Launch(make, static_cast<unsigned>((tp.blocks + 255) / 256), 1, 1, 256, 0, &tp); !s.ok()) return s;
+  }
+  unsigned flag = 0;
+  KILN_CU(api, api.cuStreamSynchronize(stream_));
+  KILN_CU(api, api.cuMemcpyDtoH(&flag, greedy_ids_, sizeof(flag)));
+  KILN_CU(api, api.cuMemsetD32(greedy_ids_, 0, 1));
+  // Without the kernel (an artifact lacking it) or with a product past f16's
+  // range, every matmul reads the blocks' headers instead.
+  if (make == nullptr || flag != 0) {
+    for (auto& [name, w] : weights_) w.table = 0;
+    table_bytes_ = 0;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
@@ -652,6 +718,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           k = w->cols;
           mp.row_bytes = static_cast<long long>(w->row_bytes);
           mp.w[i] = reinterpret_cast<const unsigned char*>(w->ptr);
+          mp.tables[i] = reinterpret_cast<const unsigned char*>(w->table);
           mp.n[i] = static_cast<int>(w->rows);
           if (c.to_scratch) {
             mp.y[i] = reinterpret_cast<float*>(scratch_ + (wi == 0 ? 0 : scratch_bytes_ / 2));
@@ -662,6 +729,11 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           }
         }
         mp.k = static_cast<int>(k);
+        // Scale tables for all the launch's weights or none (the kernel reads tables[0]).
+        for (int i = 1; i < mp.num_weights; ++i) {
+          if (mp.tables[i] == nullptr) mp.tables[0] = nullptr;
+        }
+        if (mp.tables[0] == nullptr) std::fill(std::begin(mp.tables), std::end(mp.tables), nullptr);
         if (c.epilogue == kEpilogueNone) {
           mp.total_n = 0;
           for (int i = 0; i < mp.num_weights; ++i) mp.total_n += mp.n[i];

@@ -42,6 +42,7 @@ KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, 
     c.names[kMatmulTileTcSlot] = absl::StrCat("kiln::matmul_tile_tc_kernel<", storage_template, ", ", epilogue, ">");
   }
   if (storage_template == "kiln::StorageQ4_K") {
+    c.names[kQ4KTableSlot] = "kiln::q4k_scale_table_kernel";
     c.names[kActivationsInt8Slot] = absl::StrCat("kiln::activations_int8_kernel<", norm_arg, ">");
     c.names[kMatmulTileInt8Slot] = absl::StrCat("kiln::matmul_tile_int8_kernel<", storage_template, ", ", epilogue, ">");
   }

@@ -62,7 +62,8 @@ enum MatmulSlot : int {
   kMatmulSplitSumSlot = 11,    // matmul_split_sum_kernel: adds [8]'s slices of K (small grids) and applies the epilogue
   kMatmulPairSlot = 12,        // matmul_kernel, tile 2: two-token buckets of q4_K and q8_0, run like decode
   kMatmulStreamSlot = 13,      // matmul_stream_kernel: [0] for q8_0 on sm_90, weights streamed by the copy engine
-  kMatmulSlots = 14,
+  kQ4KTableSlot = 14,          // q4k_scale_table_kernel: q4_K's scale tables for [0] and [12], made at load
+  kMatmulSlots = 15,
 };
 
 struct KernelCall {

@@ -446,15 +446,6 @@ void QuantQ3_K(const float* x, uint8_t* b) {
 // bytes[s + 4] (scale low, min high) and the top 2 bits are the top 2 bits of
 // bytes[s - 4] (scale) and bytes[s] (min).
 
-void GetScaleMinK4(const uint8_t* t, int s, int* scale, int* min) {
-  if (s < 4) {
-    *scale = t[s] & 63;
-    *min = t[s + 4] & 63;
-  } else {
-    *scale = (t[s + 4] & 0x0F) | ((t[s - 4] >> 6) << 4);
-    *min = (t[s + 4] >> 4) | ((t[s] >> 6) << 4);
-  }
-}
 void PutScaleMinK4(uint8_t* t, const int* scale, const int* min) {
   std::memset(t, 0, 12);
   for (int s = 0; s < 8; ++s) {
@@ -704,6 +695,16 @@ absl::StatusOr<Plan> MakePlan(const char* op, GgmlType type, size_t elems, size_
 }
 
 }  // namespace
+
+void GetScaleMinK4(const uint8_t* t, int s, int* scale, int* min) {
+  if (s < 4) {
+    *scale = t[s] & 63;
+    *min = t[s + 4] & 63;
+  } else {
+    *scale = (t[s + 4] & 0x0F) | ((t[s - 4] >> 6) << 4);
+    *min = (t[s + 4] >> 4) | ((t[s] >> 6) << 4);
+  }
+}
 
 absl::Status Dequantize(GgmlType type, std::span<const uint8_t> src, std::span<float> dst) {
   const absl::StatusOr<Plan> plan = MakePlan("Dequantize", type, dst.size(), src.size());

@@ -23,6 +23,10 @@ absl::Status Dequantize(GgmlType type, std::span<const uint8_t> src, std::span<f
 // with a round-to-nearest reference quantiser of the block format.
 absl::Status Quantize(GgmlType type, std::span<const float> src, std::span<uint8_t> dst);
 
+// The 6-bit scale and min of sub-block s (0..7) of a q4_K or q5_K block
+// from the block's 12 scale bytes `t` (ggml's get_scale_min_k4).
+void GetScaleMinK4(const uint8_t* t, int s, int* scale, int* min);
+
 // kiln's own group-wise formats (what the compiler's quantize pass writes for
 // #kiln.storage<int4, group = G> and <int2, group = G>). A row is a sequence
 // of groups of G elements (G a positive multiple of 8), each stored as

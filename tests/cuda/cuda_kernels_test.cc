@@ -400,6 +400,90 @@ TEST_F(CudaKernels, ResidentF16WeightsMatchDecodingPerStep) {
   }
 }
 
+// q4_K's CUDA-core matmuls read scale tables made at load (LaneQ4_KTable)
+// unless KILN_CUDA_Q4K_TABLE=0 (the blocks' headers, LaneQ4_K): both
+// against the CPU, and against each other within the f16 rounding of the
+// table's products, for three fused weights, silu_mul and a plain matmul
+// in one-, two- and three-token steps.
+TEST_F(CudaKernels, Q4KScaleTablesAgreeWithTheHeaders) {
+  constexpr int64_t kK = 1280, kN = 72;
+  SingleOpPlan b({1, 2, 4}, PlanPagePool{1, 1, 8, 16, 64}, 37);
+  const int64_t x = b.Activation(kK, 50);
+  b.Weight("gamma", "f32", {kK});
+  for (const char* w : {"q", "k", "v", "gate", "up", "down"}) b.Weight(w, "q4_k", {kN, kK}, 0.1f);
+  const int64_t rq = b.Region(kN), rk = b.Region(kN), rv = b.Region(kN), rg = b.Region(kN), rd = b.Region(kN);
+  b.Launch("fused_matmul.norm.qkv",
+           {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "q"),
+            b.WeightBinding("weight1", "k"), b.WeightBinding("weight2", "v"), b.Arena("result0", rq),
+            b.Arena("result1", rk), b.Arena("result2", rv)},
+           R"({"epilogue": "none", "eps": 1e-5})");
+  b.Launch("fused_matmul.norm.silu_mul",
+           {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "gate"),
+            b.WeightBinding("weight1", "up"), b.Arena("result0", rg)},
+           R"({"epilogue": "silu_mul", "eps": 1e-5})");
+  b.Launch("matmul.down", {b.Arena("input", x), b.WeightBinding("weight", "down"), b.Arena("result", rd)}, "{}");
+  const std::vector<Region> regions = {
+      {rq, kN, "q"}, {rk, kN, "k"}, {rv, kN, "v"}, {rg, kN, "silu_mul"}, {rd, kN, "down"}};
+  const std::vector<StepBatch> batches = {Rows(1, 1), Rows(2, 2), Rows(3, 3)};
+  std::map<std::string, std::vector<std::vector<float>>> outputs;  // per switch: per region and step
+  for (const char* tables : {"1", "0"}) {
+    SCOPED_TRACE(absl::StrCat("KILN_CUDA_Q4K_TABLE=", tables));
+    setenv("KILN_CUDA_Q4K_TABLE", tables, 1);
+    Compare(b, regions, batches, kInt8ActivationsBound);
+    for (const Region& r : regions) {
+      Program program;
+      program.plan = b.PlanWithResult(r.at, r.width);
+      program.weights = b.Source();
+      absl::StatusOr<std::vector<uint8_t>> kernels = Kernels(program.plan);
+      ASSERT_TRUE(kernels.ok()) << kernels.status();
+      program.kernels.push_back({target_, *kernels});
+      BackendOptions options;
+      options.num_pages = 16;
+      absl::StatusOr<std::unique_ptr<Executor>> gpu = CreateCudaExecutor(program, options);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      EXPECT_EQ((*gpu)->Describe().find("q4_K scale tables") != std::string::npos, std::string(tables) == "1")
+          << (*gpu)->Describe();
+      for (const StepBatch& batch : batches) {
+        absl::StatusOr<std::span<const float>> got = (*gpu)->Step(batch);
+        ASSERT_TRUE(got.ok()) << got.status();
+        outputs[tables].emplace_back(got->begin(), got->end());
+      }
+    }
+    unsetenv("KILN_CUDA_Q4K_TABLE");
+  }
+  ASSERT_EQ(outputs["1"].size(), regions.size() * batches.size());
+  ASSERT_EQ(outputs["0"].size(), outputs["1"].size());
+  for (size_t i = 0; i < outputs["1"].size(); ++i) {
+    // Same int8 activations and codes; only A and M are rounded to f16.
+    EXPECT_LT(testing::RelativeL2(outputs["1"][i], outputs["0"][i]), 2e-3)
+        << regions[i / batches.size()].what << " step " << i % batches.size();
+  }
+}
+
+// Weights so large that a block's d * scale passes f16's 65504 (d itself
+// still fits): q4k_scale_table_kernel flags it, the runtime drops the
+// tables and the matmuls read the headers, as the CPU does.
+TEST_F(CudaKernels, Q4KTablesFallBackToHeadersPastHalfRange) {
+  constexpr int64_t kK = 512, kN = 24;
+  SingleOpPlan b({1, 2}, PlanPagePool{1, 1, 8, 16, 64}, 41);
+  const int64_t x = b.Activation(kK, 50);
+  b.Weight("w", "q4_k", {kN, kK}, 1e6f);  // sub-block scales ~4e5, d ~6e3
+  const int64_t r = b.Region(kN);
+  b.Launch("matmul.q", {b.Arena("input", x), b.WeightBinding("weight", "w"), b.Arena("result", r)}, "{}");
+  Compare(b, {{r, kN, "matmul"}}, {Rows(1, 1), Rows(2, 2)}, kInt8ActivationsBound);
+  Program program;
+  program.plan = b.PlanWithResult(r, kN);
+  program.weights = b.Source();
+  absl::StatusOr<std::vector<uint8_t>> kernels = Kernels(program.plan);
+  ASSERT_TRUE(kernels.ok()) << kernels.status();
+  program.kernels.push_back({target_, *kernels});
+  BackendOptions options;
+  options.num_pages = 16;
+  absl::StatusOr<std::unique_ptr<Executor>> gpu = CreateCudaExecutor(program, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ((*gpu)->Describe().find("q4_K scale tables"), std::string::npos) << (*gpu)->Describe();
+}
+
 TEST_F(CudaKernels, GateAndUpOfDifferentStoragesGoThroughScratch) {
   SingleOpPlan b({1, 4, 16, 64}, PlanPagePool{1, 1, 8, 16, 64}, 11);
   const int64_t x = b.Activation(256, 50);
