@@ -277,6 +277,19 @@ struct LaneQ4_K {
             *reinterpret_cast<const float2*>(Int8Scales(xs, xstride) + block / 32 + 2 * (q / 2)), sums[lo / 16],
             sums[lo / 16 + 2], 8.0f * Int8Residuals(xs, xstride)[lo / 16], 8.0f * Int8Residuals(xs, xstride)[lo / 16 + 2]};
   }
+  // The integer dots of a lane step's 16 low and 16 high nibbles with their runs' codes.
+  __device__ static void NibbleDots(const uint4& qs, const X& x, int* il, int* ih) {
+    const int m = 0x0F0F0F0F;
+    int lo = __dp4a(static_cast<int>(qs.x) & m, x.lo.x, 0), hi = __dp4a(static_cast<int>(qs.x >> 4) & m, x.hi.x, 0);
+    lo = __dp4a(static_cast<int>(qs.y) & m, x.lo.y, lo);
+    hi = __dp4a(static_cast<int>(qs.y >> 4) & m, x.hi.y, hi);
+    lo = __dp4a(static_cast<int>(qs.z) & m, x.lo.z, lo);
+    hi = __dp4a(static_cast<int>(qs.z >> 4) & m, x.hi.z, hi);
+    lo = __dp4a(static_cast<int>(qs.w) & m, x.lo.w, lo);
+    hi = __dp4a(static_cast<int>(qs.w >> 4) & m, x.hi.w, hi);
+    *il = lo;
+    *ih = hi;
+  }
   __device__ static void DotX(const Raw& r, unsigned e, const X& x, float& acc) {
     const unsigned c = (e / 64) % 4;
     // The 6-bit scales and mins of sub-blocks 2c and 2c + 1, two per 16 bits:
@@ -291,14 +304,8 @@ struct LaneQ4_K {
         ((early ? r.head.z : r.head.w) >> (early ? sh : sh + 4) & low_mask) | (r.head.z >> (sh + 2) & top_mask);
     const float d = HalfToFloat(static_cast<unsigned short>(r.head.x & 0xFFFF));
     const float dmin = HalfToFloat(static_cast<unsigned short>(r.head.x >> 16));
-    const int m = 0x0F0F0F0F;
-    int il = __dp4a(static_cast<int>(r.qs.x) & m, x.lo.x, 0), ih = __dp4a(static_cast<int>(r.qs.x >> 4) & m, x.hi.x, 0);
-    il = __dp4a(static_cast<int>(r.qs.y) & m, x.lo.y, il);
-    ih = __dp4a(static_cast<int>(r.qs.y >> 4) & m, x.hi.y, ih);
-    il = __dp4a(static_cast<int>(r.qs.z) & m, x.lo.z, il);
-    ih = __dp4a(static_cast<int>(r.qs.z >> 4) & m, x.hi.z, ih);
-    il = __dp4a(static_cast<int>(r.qs.w) & m, x.lo.w, il);
-    ih = __dp4a(static_cast<int>(r.qs.w >> 4) & m, x.hi.w, ih);
+    int il, ih;
+    NibbleDots(r.qs, x, &il, &ih);
     const int sc_lo = scp & 0xFF, sc_hi = scp >> 8;
     const float sl = static_cast<float>(sc_lo * il), shi = static_cast<float>(sc_hi * ih);
     const float ml = static_cast<float>(mnp & 0xFF), mh = static_cast<float>(mnp >> 8);
@@ -307,13 +314,15 @@ struct LaneQ4_K {
   }
 };
 
-// q4_K with its scale table (runtime/cuda builds one per weight at load,
-// see Q4KTableRowBytes): per 256-element block and lane pair c, the products
-// A = d sc and M = dmin mn of sub-blocks 2c and 2c + 1 as four f16 (8
-// bytes). A lane step reads those instead of the block's 16-byte header and
-// unpacks no 6-bit field: ~35 instructions a row step against LaneQ4_K's
-// ~72, for 32 bytes of table per 144-byte block (the header's 16 unread).
-// Same sums as LaneQ4_K but for the f16 rounding of A and M (2^-11).
+// q4_K with its scale table (made on the device at load by
+// q4k_scale_table_kernel, see Q4KTableRowBytes): per 256-element block and
+// lane pair c, the products A = d sc and M = dmin mn of sub-blocks 2c and
+// 2c + 1 as four f16 (8 bytes). A lane step reads those instead of the
+// block's 16-byte header and unpacks no 6-bit field: ~35 instructions a row
+// step against LaneQ4_K's ~72, for 32 bytes of table per block (the header
+// shares a 32-byte sector with the first nibbles, so DRAM still moves it:
+// 176 bytes a block). Same sums as LaneQ4_K but for the f16 rounding of A
+// and M (2^-11).
 struct LaneQ4_KTable {
   static constexpr int kLane = LaneQ4_K::kLane, kRows = LaneQ4_K::kRows;
   static constexpr bool kInt8 = true;
@@ -330,14 +339,8 @@ struct LaneQ4_KTable {
     return LaneQ4_K::LoadX(e, xs, xstride, sums);
   }
   __device__ static void DotX(const Raw& r, unsigned, const X& x, float& acc) {
-    const int m = 0x0F0F0F0F;
-    int il = __dp4a(static_cast<int>(r.qs.x) & m, x.lo.x, 0), ih = __dp4a(static_cast<int>(r.qs.x >> 4) & m, x.hi.x, 0);
-    il = __dp4a(static_cast<int>(r.qs.y) & m, x.lo.y, il);
-    ih = __dp4a(static_cast<int>(r.qs.y >> 4) & m, x.hi.y, ih);
-    il = __dp4a(static_cast<int>(r.qs.z) & m, x.lo.z, il);
-    ih = __dp4a(static_cast<int>(r.qs.z >> 4) & m, x.hi.z, ih);
-    il = __dp4a(static_cast<int>(r.qs.w) & m, x.lo.w, il);
-    ih = __dp4a(static_cast<int>(r.qs.w >> 4) & m, x.hi.w, ih);
+    int il, ih;
+    LaneQ4_K::NibbleDots(r.qs, x, &il, &ih);
     const float a_lo = HalfToFloat(static_cast<unsigned short>(r.am.x & 0xFFFF));
     const float a_hi = HalfToFloat(static_cast<unsigned short>(r.am.x >> 16));
     const float m_lo = HalfToFloat(static_cast<unsigned short>(r.am.y & 0xFFFF));

@@ -115,6 +115,19 @@ class CudaKernels : public ::testing::Test {
     for (std::thread& t : threads) t.join();
   }
 
+  // A CUDA executor of b's plan with its result at `r` (kernels compiled once).
+  absl::StatusOr<std::unique_ptr<Executor>> Gpu(const SingleOpPlan& b, const Region& r, int64_t num_pages = 16) {
+    Program program;
+    program.plan = b.PlanWithResult(r.at, r.width);
+    program.weights = b.Source();
+    absl::StatusOr<std::vector<uint8_t>> kernels = Kernels(program.plan);
+    if (!kernels.ok()) return kernels.status();
+    program.kernels.push_back({target_, *kernels});
+    BackendOptions options;
+    options.num_pages = num_pages;
+    return CreateCudaExecutor(program, options);
+  }
+
   std::string target_;
 };
 
@@ -431,15 +444,7 @@ TEST_F(CudaKernels, Q4KScaleTablesAgreeWithTheHeaders) {
     setenv("KILN_CUDA_Q4K_TABLE", tables, 1);
     Compare(b, regions, batches, kInt8ActivationsBound);
     for (const Region& r : regions) {
-      Program program;
-      program.plan = b.PlanWithResult(r.at, r.width);
-      program.weights = b.Source();
-      absl::StatusOr<std::vector<uint8_t>> kernels = Kernels(program.plan);
-      ASSERT_TRUE(kernels.ok()) << kernels.status();
-      program.kernels.push_back({target_, *kernels});
-      BackendOptions options;
-      options.num_pages = 16;
-      absl::StatusOr<std::unique_ptr<Executor>> gpu = CreateCudaExecutor(program, options);
+      absl::StatusOr<std::unique_ptr<Executor>> gpu = Gpu(b, r);
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       EXPECT_EQ((*gpu)->Describe().find("q4_K scale tables") != std::string::npos, std::string(tables) == "1")
           << (*gpu)->Describe();
@@ -471,15 +476,7 @@ TEST_F(CudaKernels, Q4KTablesFallBackToHeadersPastHalfRange) {
   const int64_t r = b.Region(kN);
   b.Launch("matmul.q", {b.Arena("input", x), b.WeightBinding("weight", "w"), b.Arena("result", r)}, "{}");
   Compare(b, {{r, kN, "matmul"}}, {Rows(1, 1), Rows(2, 2)}, kInt8ActivationsBound);
-  Program program;
-  program.plan = b.PlanWithResult(r, kN);
-  program.weights = b.Source();
-  absl::StatusOr<std::vector<uint8_t>> kernels = Kernels(program.plan);
-  ASSERT_TRUE(kernels.ok()) << kernels.status();
-  program.kernels.push_back({target_, *kernels});
-  BackendOptions options;
-  options.num_pages = 16;
-  absl::StatusOr<std::unique_ptr<Executor>> gpu = CreateCudaExecutor(program, options);
+  absl::StatusOr<std::unique_ptr<Executor>> gpu = Gpu(b, {r, kN, "matmul"});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   EXPECT_EQ((*gpu)->Describe().find("q4_K scale tables"), std::string::npos) << (*gpu)->Describe();
 }
