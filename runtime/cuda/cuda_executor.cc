@@ -93,7 +93,7 @@ class CudaExecutor final : public Executor {
     int64_t rows = 1, cols = 0;
     uint64_t row_bytes = 0;
     CUdeviceptr ptr = 0;
-    // q4_K weights of matmuls: their scale table (q4k_scale_table.h), or 0.
+    // q4_K weights of matmuls: their scale table (q4k_scale_table_kernel), or 0.
     CUdeviceptr table = 0;
   };
   // The resolved kernels of one launch, ready to record.
@@ -633,11 +633,20 @@ absl::Status CudaExecutor::MakeQ4KTables() {
     for (const ResolvedCall& rc : calls) {
       if (rc.call.kind == KernelKind::kMatmul && rc.functions[kQ4KTableSlot] != nullptr) make = rc.functions[kQ4KTableSlot];
     }
+  // Without the kernel (an artifact lacking it), every matmul reads the blocks' headers.
+  auto drop = [this] {
+    for (auto& [name, w] : weights_) w.table = 0;
+    table_bytes_ = 0;
+  };
+  if (make == nullptr) {
+    drop();
+    return absl::OkStatus();
+  }
   const DriverApi& api = *api_;
   // The greedy ids (zero, and unused before the first step) hold the overflow flag.
   unsigned* overflow = reinterpret_cast<unsigned*>(greedy_ids_);
   for (const auto& [name, w] : weights_) {
-    if (w.table == 0 || make == nullptr) continue;
+    if (w.table == 0) continue;
     Q4KTableParams tp{};
     tp.w = reinterpret_cast<const unsigned char*>(w.ptr);
     tp.table = reinterpret_cast<unsigned char*>(w.table);
@@ -649,12 +658,10 @@ absl::Status CudaExecutor::MakeQ4KTables() {
   KILN_CU(api, api.cuStreamSynchronize(stream_));
   KILN_CU(api, api.cuMemcpyDtoH(&flag, greedy_ids_, sizeof(flag)));
   KILN_CU(api, api.cuMemsetD32(greedy_ids_, 0, 1));
-  // Without the kernel (an artifact lacking it) or with a product past f16's
-  // range, every matmul reads the blocks' headers instead.
-  if (make == nullptr || flag != 0) {
-    for (auto& [name, w] : weights_) w.table = 0;
-    table_bytes_ = 0;
-  }
+  // (The fill runs on the legacy stream, which stream_ does not wait for.)
+  KILN_CU(api, api.cuCtxSynchronize());
+  // A product past f16's range: the headers too.
+  if (flag != 0) drop();
   return absl::OkStatus();
 }
 
@@ -730,10 +737,9 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         }
         mp.k = static_cast<int>(k);
         // Scale tables for all the launch's weights or none (the kernel reads tables[0]).
-        for (int i = 1; i < mp.num_weights; ++i) {
-          if (mp.tables[i] == nullptr) mp.tables[0] = nullptr;
+        if (std::find(mp.tables, mp.tables + mp.num_weights, nullptr) != mp.tables + mp.num_weights) {
+          std::fill(std::begin(mp.tables), std::end(mp.tables), nullptr);
         }
-        if (mp.tables[0] == nullptr) std::fill(std::begin(mp.tables), std::end(mp.tables), nullptr);
         if (c.epilogue == kEpilogueNone) {
           mp.total_n = 0;
           for (int i = 0; i < mp.num_weights; ++i) mp.total_n += mp.n[i];

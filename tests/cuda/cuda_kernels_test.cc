@@ -145,6 +145,20 @@ StepBatch Prefill(int32_t tokens, uint32_t seed) {
   return RaggedBatch({0}, {tokens}, {table}, 50, seed);
 }
 
+// A layer's normed matmuls over b's weights gamma, q, k, v, gate and up:
+// q, k, v fused (results at rq, rk, rv) and gate/up with silu_mul (at rg).
+void LaunchNormedQkvAndGateUp(SingleOpPlan& b, int64_t x, int64_t rq, int64_t rk, int64_t rv, int64_t rg) {
+  b.Launch("fused_matmul.norm.qkv",
+           {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "q"),
+            b.WeightBinding("weight1", "k"), b.WeightBinding("weight2", "v"), b.Arena("result0", rq),
+            b.Arena("result1", rk), b.Arena("result2", rv)},
+           R"({"epilogue": "none", "eps": 1e-5})");
+  b.Launch("fused_matmul.norm.silu_mul",
+           {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "gate"),
+            b.WeightBinding("weight1", "up"), b.Arena("result0", rg)},
+           R"({"epilogue": "silu_mul", "eps": 1e-5})");
+}
+
 // q4_K's CUDA-core lane, and q8_0's one- and two-token decode where K is a
 // multiple of 256, quantise the activations to int8 per 32 elements (dp4a),
 // as llama.cpp's CUDA backend does; q4_K's steps of 3-63 tokens per 256
@@ -331,15 +345,7 @@ TEST_F(CudaKernels, PrefillMatmulOverSeveralTiles) {
     b.Weight("up", storage, {136, kK}, 0.1f);
     b.Weight("o", storage, {300, kK}, 0.1f);
     const int64_t rq = b.Region(300), rk = b.Region(40), rv = b.Region(40), rg = b.Region(136), ro = b.Region(300);
-    b.Launch("fused_matmul.norm.qkv",
-             {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "q"),
-              b.WeightBinding("weight1", "k"), b.WeightBinding("weight2", "v"), b.Arena("result0", rq),
-              b.Arena("result1", rk), b.Arena("result2", rv)},
-             R"({"epilogue": "none", "eps": 1e-5})");
-    b.Launch("fused_matmul.norm.silu_mul",
-             {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "gate"),
-              b.WeightBinding("weight1", "up"), b.Arena("result0", rg)},
-             R"({"epilogue": "silu_mul", "eps": 1e-5})");
+    LaunchNormedQkvAndGateUp(b, x, rq, rk, rv, rg);
     b.Launch("fused_matmul.residual_add",
              {b.Arena("input", x), b.WeightBinding("weight0", "o"), b.Arena("residual", rq), b.Arena("result0", ro)},
              R"({"epilogue": "residual_add"})");
@@ -425,15 +431,7 @@ TEST_F(CudaKernels, Q4KScaleTablesAgreeWithTheHeaders) {
   b.Weight("gamma", "f32", {kK});
   for (const char* w : {"q", "k", "v", "gate", "up", "down"}) b.Weight(w, "q4_k", {kN, kK}, 0.1f);
   const int64_t rq = b.Region(kN), rk = b.Region(kN), rv = b.Region(kN), rg = b.Region(kN), rd = b.Region(kN);
-  b.Launch("fused_matmul.norm.qkv",
-           {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "q"),
-            b.WeightBinding("weight1", "k"), b.WeightBinding("weight2", "v"), b.Arena("result0", rq),
-            b.Arena("result1", rk), b.Arena("result2", rv)},
-           R"({"epilogue": "none", "eps": 1e-5})");
-  b.Launch("fused_matmul.norm.silu_mul",
-           {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "gate"),
-            b.WeightBinding("weight1", "up"), b.Arena("result0", rg)},
-           R"({"epilogue": "silu_mul", "eps": 1e-5})");
+  LaunchNormedQkvAndGateUp(b, x, rq, rk, rv, rg);
   b.Launch("matmul.down", {b.Arena("input", x), b.WeightBinding("weight", "down"), b.Arena("result", rd)}, "{}");
   const std::vector<Region> regions = {
       {rq, kN, "q"}, {rk, kN, "k"}, {rv, kN, "v"}, {rg, kN, "silu_mul"}, {rd, kN, "down"}};
