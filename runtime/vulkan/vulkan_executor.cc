@@ -459,7 +459,7 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPoo
         y = (B + tokens_per_group - 1) / tokens_per_group;
         break;
       case LaunchShape::Kind::kPerHeadToken:
-        x = p.shape.heads;
+        x = p.shape.heads / p.shape.heads_per_group;
         y = B;
         z = p.uses_partials ? splits : 1;
         break;

@@ -1,5 +1,6 @@
 #include "runtime/vulkan/vulkan_kernels.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -113,10 +114,10 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   if (!c.Arena("input")) return Unsupported(l, "needs an arena input");
 
   // Small buckets: 8 tokens x 2 columns per workgroup reuse each decoded
-  // weight 8 times; decode (at most 2 tokens): 1 token x 4 columns; prefill
+  // weight 8 times; decode (at most 2 tokens): below; prefill
   // (64 tokens and up): 64 x 64 tiles through shared memory, 16 k at a time
   // (12.5 KB of shared memory with silu_mul, under Vulkan's 16 KB minimum).
-  constexpr int64_t kTokensPerGroup = 8, kColumnsPerGroup = 2, kDecodeColumnsPerGroup = 4, kDecodeMaxBucket = 2;
+  constexpr int64_t kTokensPerGroup = 8, kColumnsPerGroup = 2, kDecodeMaxBucket = 2;
   constexpr int64_t kTileTokens = 64, kTileColumns = 64, kTileK = 16, kTiledMinBucket = 64;
   InstanceBuilder b("matmul", 64);
   b.Int("K", k).Int("NUM_W", static_cast<int64_t>(ws.size()));
@@ -143,7 +144,17 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
     b.Float("EPS", *eps);
     d.vector_weight = norm->name;
   }
-  InstanceBuilder decode = b;
+  // The decode variant (matmul_decode.comp): R rows a subgroup, the token's
+  // activations staged in at most 30 KB of shared memory (lavapipe has 32,
+  // the H200's driver 48): f32 up to 7680 elements, f16 past that, 15360 at
+  // a time.
+  constexpr int64_t kDecodeWorkgroup = 256, kDecodeRows = 2, kDecodeStagedF32 = 7680, kDecodeStagedF16 = 15360;
+  InstanceBuilder decode("matmul_decode", kDecodeWorkgroup);
+  for (const auto& [name, value] : b.Build().constants) {
+    if (name != "WG") decode.Set(name, value);
+  }
+  decode.Int("R", kDecodeRows).Int("XF16", k > kDecodeStagedF32 ? 1 : 0);
+  decode.Int("XCHUNK", k <= kDecodeStagedF16 ? (k + 7) / 8 * 8 : kDecodeStagedF16);
   // The tiled variant: the same constants, its own workgroup size (one
   // thread per 4 x 4 outputs of the tile).
   InstanceBuilder tiled("matmul_tiled", kTileTokens * kTileColumns / 16);
@@ -151,7 +162,6 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
     if (name != "WG") tiled.Set(name, value);
   }
   b.Int("TT", kTokensPerGroup).Int("COLS", kColumnsPerGroup);
-  decode.Int("TT", 1).Int("COLS", kDecodeColumnsPerGroup);
   tiled.Int("BM", kTileTokens).Int("BN", kTileColumns).Int("BK", kTileK);
   for (size_t i = 0; i < ws.size(); ++i) {
     AddWeightSlot(b, static_cast<int>(i), *ws[i]);
@@ -162,7 +172,9 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   d.kernel = b.Build();
   d.decode_kernel = decode.Build();
   d.decode_max_bucket = kDecodeMaxBucket;
-  d.decode_columns_per_group = kDecodeColumnsPerGroup;
+  // Rows a workgroup covers where subgroups are 32 wide (the kernel takes any
+  // width: narrower ones cover more, wider ones take more rounds).
+  d.decode_columns_per_group = kDecodeRows * kDecodeWorkgroup / 32;
   d.tiled_kernel = tiled.Build();
   d.tiled_min_bucket = kTiledMinBucket;
   d.tiled_tokens_per_group = kTileTokens;
@@ -236,11 +248,17 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
   a.inputs = {ArenaOperand{"k", kv_w}, ArenaOperand{"v", kv_w}};
   a.shape.items_per_token = kv_w;
 
-  // Shared memory holds one partial per subgroup: keep it under 32 KiB.
-  const int64_t wg = *head_dim > 128 ? 16 : 32;
+  // A workgroup per (KV head, token, split): a thread per (query head, slice
+  // of VEC dims) of the KV head's group, in whole subgroups of 32 up to 256
+  // (larger groups take several outputs a thread); TILE positions a step.
+  const int64_t group = *heads / *kv_heads, vec = *head_dim % 4 == 0 ? 4 : 1;
+  const int64_t outs = group * (*head_dim / vec);
+  const int64_t wg = std::clamp<int64_t>((outs + 31) / 32 * 32, 32, 256);
+  constexpr int64_t kAttentionTile = 32;
   InstanceBuilder attend("paged_attention", wg);
   attend.Int("NUM_HEADS", *heads).Int("NUM_KV_HEADS", *kv_heads).Int("HEAD_DIM", *head_dim);
   attend.Int("PAGE_SIZE", p.pool.page_size).Float("SCALE", *scale).Int("HAS_ROPE", rope ? 1 : 0).Int("USES_PARTIALS", 1);
+  attend.Int("VEC", vec).Int("TILE", kAttentionTile);
   PlannedDispatch d;
   if (rope) {
     if (absl::Status s = AddRopeConstants(l, *head_dim, attend, d); !s.ok()) return s;
@@ -251,12 +269,14 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
   d.outputs[0] = {"result", q_w};
   d.shape.kind = LaunchShape::Kind::kPerHeadToken;
   d.shape.heads = *heads;
+  d.shape.heads_per_group = group;
   d.uses_partials = true;
 
   PlannedDispatch combine;
   combine.kernel = InstanceBuilder("attention_combine", 64)
                        .Int("NUM_HEADS", *heads)
                        .Int("HEAD_DIM", *head_dim)
+                       .Int("TILE", kAttentionTile)
                        .Int("USES_PARTIALS", 1)
                        .Build();
   combine.outputs[0] = {"result", q_w};

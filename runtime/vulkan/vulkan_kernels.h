@@ -45,7 +45,7 @@ struct LaunchShape {
     kStride,  // x = min(ceil(B * items_per_token / WG), kMaxStrideGroups)
     kPerRow,  // x = B
     kMatmul,  // x = ceil(columns / columns_per_group) (at most the device's limit), y = ceil(B / tokens_per_group)
-    kPerHeadToken,  // x = heads, y = B, z = AttentionSplits(B, ...) where uses_partials
+    kPerHeadToken,  // x = heads / heads_per_group, y = B, z = AttentionSplits(B, ...) where uses_partials
   };
   Kind kind = Kind::kStride;
   int64_t items_per_token = 0;
@@ -53,6 +53,7 @@ struct LaunchShape {
   int64_t tokens_per_group = 1;
   int64_t columns_per_group = 1;
   int64_t heads = 0;
+  int64_t heads_per_group = 1;  // query heads one workgroup takes (those of a KV head)
   static constexpr int64_t kMaxStrideGroups = 1024;
 };
 

@@ -74,7 +74,7 @@ TEST(VulkanBundle, EveryModulePassesSpirvVal) {
   std::set<std::string> templates;
   for (const vulkan::SpirvModule& m : *modules) templates.insert(m.template_name);
   EXPECT_EQ(templates, (std::set<std::string>{"argmax", "attention_combine", "copy_logits", "elementwise", "embedding", "gather_rows",
-                                              "kv_append", "matmul", "matmul_tiled", "paged_attention", "rms_norm",
+                                              "kv_append", "matmul", "matmul_decode", "matmul_tiled", "paged_attention", "rms_norm",
                                               "rope"}));
   // 15 storages of the plain matmul and the fused QKV, each a decode, a
   // small-bucket and a tiled prefill variant; the rest once each

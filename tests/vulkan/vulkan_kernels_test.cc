@@ -157,6 +157,33 @@ TEST(VulkanKernels, FusedMatmulSiluMulAndResidualAdd) {
   }
 }
 
+// Decode steps (buckets of 1-2 tokens) run matmul_decode.comp, which stages
+// activations of rows past 7680 elements as f16 (relative L2 about 3e-4:
+// f16 keeps 11 bits), and past 15360 in two chunks: the q4_K lanes and the
+// four-element decoders, with the norm prologue and silu_mul; one- and
+// two-token steps.
+TEST(VulkanKernels, DecodeMatmulStagesLongRowsAsF16) {
+  constexpr double kF16Activations = 1e-3;
+  for (const std::string storage : {"q4_K", "f16"}) {
+    for (const int64_t k : {7936, 15616}) {
+      TestPlan tp;
+      const int64_t vocab = 11;
+      const QkvRegions r = AddNormQkv(tp, storage, k, 24, 9, vocab);
+      const std::vector<StepBatch> steps = {MakeBatch({{0, 1}}, 2, vocab, tp.rng()),
+                                            MakeBatch({{1, 1}, {0, 1}}, 2, vocab, tp.rng())};
+      ExpectSameOutputs(tp, r.q, 24, steps, 4, absl::StrCat("decode q ", storage, " k=", k), kF16Activations);
+      ExpectSameOutputs(tp, r.v, 9, steps, 4, absl::StrCat("decode v ", storage, " k=", k), kF16Activations);
+    }
+  }
+  TestPlan tp;
+  const int64_t vocab = 11;
+  const FfnRegions r = AddFfn(tp, "q4_K", 15616, 256, vocab);
+  const std::vector<StepBatch> steps = {MakeBatch({{0, 1}}, 2, vocab, tp.rng()),
+                                        MakeBatch({{1, 1}, {0, 1}}, 2, vocab, tp.rng())};
+  ExpectSameOutputs(tp, r.h, 256, steps, 4, "decode silu_mul q4_K k=15616", kF16Activations);
+  ExpectSameOutputs(tp, r.out, 15616, steps, 4, "decode residual_add q4_K n=15616", kF16Activations);
+}
+
 // Prefill-sized buckets (64 tokens and up) run matmul_tiled.comp: 64 x 64
 // tiles, 16 k per step. Odd shapes cover partial tiles in every direction:
 // 70 rows of a 128 bucket, 64 exactly, columns past a tile (37, 45, 96 + 9 +
@@ -296,13 +323,15 @@ TEST(VulkanKernels, RopeStylesAndPartialRotation) {
 }
 
 // Prefill chunks, decode steps and a mixed batch over pages in a shuffled
-// order, with and without rope in the attention front, GQA 1, 2 and 4.
+// order, with and without rope in the attention front, GQA 1, 2, 4 and 16
+// (16 heads of 68 dims: more outputs than a workgroup has threads).
 TEST(VulkanKernels, PagedAttentionPrefillAndDecode) {
   struct Case {
     int64_t heads, kv_heads, head_dim, page_size;
     bool rope;
   };
-  for (const Case& c : {Case{4, 2, 8, 4, true}, Case{2, 2, 5, 3, false}, Case{8, 2, 16, 16, true}}) {
+  for (const Case& c : {Case{4, 2, 8, 4, true}, Case{2, 2, 5, 3, false}, Case{8, 2, 16, 16, true},
+                      Case{16, 1, 68, 4, true}}) {
     TestPlan tp;
     tp.SetPool(2, c.kv_heads, c.head_dim, c.page_size, 64);
     const int64_t vocab = 13, qw = c.heads * c.head_dim, kw = c.kv_heads * c.head_dim;
