@@ -140,6 +140,16 @@ absl::StatusOr<std::string> InstanceSource(const KernelInstance& k) {
       "#version 450\n"
       "#extension GL_KHR_shader_subgroup_basic : require\n"
       "#extension GL_KHR_shader_subgroup_arithmetic : require\n";
+  // Tensor cores: the 2019 NV cooperative matrices (Debian 12's glslang has
+  // no KHR ones), f16 arithmetic for their inputs.
+  // Integer dot products (SPV_KHR_integer_dot_product) declared through SPIR-V
+  // intrinsics: Debian 12's glslang has no GLSL extension for them.
+  for (const auto& [name, value] : k.constants) {
+    if (name == "DP4" && value == "1") src += "#extension GL_EXT_spirv_intrinsics : require\n";
+  }
+  if (k.template_name == "matmul_coopmat") {
+    src += "#extension GL_NV_cooperative_matrix : require\n#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n";
+  }
   for (const auto& [name, value] : k.constants) {
     // Weight slots become decoders below, not macros.
     if (name.size() >= 2 && name[0] == 'W' && name[1] >= '0' && name[1] <= '9') continue;
@@ -184,6 +194,8 @@ absl::StatusOr<std::vector<uint8_t>> GenerateVulkanKernels(const Plan& plan) {
       instances.emplace(d.kernel.Key(), d.kernel);
       if (d.decode_kernel) instances.emplace(d.decode_kernel->Key(), *d.decode_kernel);
       if (d.tiled_kernel) instances.emplace(d.tiled_kernel->Key(), *d.tiled_kernel);
+      if (d.coopmat_kernel) instances.emplace(d.coopmat_kernel->Key(), *d.coopmat_kernel);
+      if (d.decode_dp4_kernel) instances.emplace(d.decode_dp4_kernel->Key(), *d.decode_dp4_kernel);
     }
   }
   const vulkan::PlannedDispatch copy = vulkan::CopyLogitsDispatch(plan);

@@ -8,7 +8,8 @@
 // through weights.glsl's WREAD4. A subgroup sum ends each row: no barrier
 // between rows, only between staged chunks where K > XCHUNK.
 //
-// Constants: K, NUM_W, N0..N2, EPILOGUE, HAS_NORM, EPS, WG, R, XF16 (1:
+// Constants: K, NUM_W, N0..N2, EPILOGUE, HAS_NORM, EPS, WG, R, DP4 (1: q4_K
+// on integer dot products, activations as int8 codes), XF16 (1:
 // staged as f16), XCHUNK (a multiple of 256, or K rounded up to 8 where K
 // fits), Q4K_LANES, weight slots.
 // Push constants: in0 x, in1 residual, out0..out2 results.
@@ -28,10 +29,58 @@
 #define NREDUCE 1
 #include_reduce
 
-#if XF16
-shared uvec4 x_[XCHUNK / 8];  // eight f16 activations a word
+// The staged activations. For the q4_K lanes in the order the lanes read
+// them: the eight 4-element words (f32; four 8-element words in f16) of lane
+// chunk c lie 32 words apart, side by side with those of chunks c + 1..c + 31,
+// so a subgroup's reads of one word touch every bank once (in K order, lanes
+// whose chunks start 64 elements apart would share banks). Other storages in
+// K order.
+#if Q4K_LANES
+#define XSTAGED ((XCHUNK + 1023) / 1024 * 1024)
 #else
-shared vec4 x_[XCHUNK / 4];
+#define XSTAGED XCHUNK
+#endif
+#if DP4
+// Integer dot products (the q4_K lanes where the device has them): the
+// activations as int8 codes, 32 to a scale (one q4_K sub-block), in the
+// lanes' order as above (lane chunk c's 16 low-nibble codes and 16
+// high-nibble codes 32 words apart); each group's scale and each 16
+// activations' f32 sum (for the blocks' minima).
+shared uvec4 xq_[XSTAGED / 16];
+shared float xd_[XSTAGED / 32];
+shared float xsum_[XSTAGED / 16];
+
+// OpSDotKHR, 4 x 8-bit packed: the sum of the products of a's and b's signed bytes.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot4(uint a, uint b, spirv_literal int packed_4x8_bit);
+// The dot of 16 codes x with 16 nibbles (bits 0-3 of q's bytes, the rest
+// zero) taken as q - 8: centred, the codes' rounding errors meet factors of
+// at most 8 (the 8 sum x it leaves is added exactly, from the f32 sums).
+int dot16(uvec4 x, uvec4 q) {
+  const uvec4 c = (q + 0x78787878u) ^ 0x80808080u;  // bytewise q - 8, no carries
+  return sdot4(x.x, c.x, 0) + sdot4(x.y, c.y, 0) + sdot4(x.z, c.z, 0) + sdot4(x.w, c.w, 0);
+}
+#elif XF16
+#define XPER 8u
+shared uvec4 x_[XSTAGED / 8];  // eight f16 activations a word
+#else
+#define XPER 4u
+shared vec4 x_[XSTAGED / 4];
+#endif
+
+#if !DP4
+// Where staged element e (of the chunk) lies, counted in elements.
+uint staged_at(uint e) {
+#if Q4K_LANES
+  // e is element j of the low (hi = 0) or high half of lane chunk c.
+  const uint w = e % 256u, r = w % 64u, hi = r / 32u, j = r % 16u;
+  const uint c = (e / 256u) * 8u + 2u * (w / 64u) + (r % 32u) / 16u;
+  const uint word = hi * (16u / XPER) + j / XPER;
+  return (((c / 32u) * (32u / XPER) + word) * 32u + c % 32u) * XPER + j % XPER;
+#else
+  return e;
+#endif
+}
 #endif
 
 #if Q4K_LANES
@@ -78,17 +127,28 @@ float read_weight(uint slot, uint row, uint k) {
   return wread0(row, k);
 }
 
-// Staged activations e..e+7 (e a multiple of 8), e..e+3 (e a multiple of 4) and e.
-void x8(uint e, out vec4 a, out vec4 b) {
+#if Q4K_LANES && !DP4
+// The 32 staged activations of lane chunk c: xl (elements lo..lo+15) and xh
+// (lo+32..lo+47).
+void chunk_x(uint c, out vec4 xl[4], out vec4 xh[4]) {
+  const uint at = (c / 32u) * (32u / XPER) * 32u + c % 32u;
 #if XF16
-  const uvec4 w = x_[e / 8u];
-  a = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-  b = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+  for (uint i = 0u; i < 2u; ++i) {
+    const uvec4 l = x_[at + 32u * i], h = x_[at + 32u * (i + 2u)];
+    xl[2u * i] = vec4(unpackHalf2x16(l.x), unpackHalf2x16(l.y));
+    xl[2u * i + 1u] = vec4(unpackHalf2x16(l.z), unpackHalf2x16(l.w));
+    xh[2u * i] = vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+    xh[2u * i + 1u] = vec4(unpackHalf2x16(h.z), unpackHalf2x16(h.w));
+  }
 #else
-  a = x_[e / 4u];
-  b = x_[e / 4u + 1u];
+  for (uint i = 0u; i < 4u; ++i) {
+    xl[i] = x_[at + 32u * i];
+    xh[i] = x_[at + 32u * (i + 4u)];
+  }
 #endif
 }
+#elif !Q4K_LANES
+// Staged activations e..e+3 (e a multiple of 4) and e.
 vec4 x4(uint e) {
 #if XF16
   const uvec4 w = x_[e / 8u];
@@ -104,6 +164,7 @@ float x1(uint e) {
   return x_[e / 4u][e % 4u];
 #endif
 }
+#endif
 
 #if Q4K_LANES
 // 1 + q / 16 for the four nibbles of a code word at bits 0-3 of each byte
@@ -116,15 +177,17 @@ vec4 nibbles_hi(uint w) {
   return uintBitsToFloat((uvec4(w << 15, w << 7, w >> 1, w >> 9) & 0x00780000u) | 0x3F800000u);
 }
 
-// One lane step of q4_K row `row` of weight `slot`: lane chunk gc (16 code
-// bytes: elements lo..lo+15 of sub-block s and lo+32..lo+47 of s + 1, lo =
-// 256 (gc / 8) + 64 (gc % 8 / 2) + 16 (gc % 2)) against activations xl, xh
-// (sums sum_lo, sum_hi).
-float q4k_step(uint slot, uint row, uint gc, vec4 xl[4], vec4 xh[4], float sum_lo, float sum_hi) {
-  const uint at = row * (K / 256u * 9u) + (gc / 8u) * 9u, q = gc % 8u;
-  const uvec4 head = wq(slot, at), codes = wq(slot, at + 1u + q);
+// Lane chunk gc of a q4_K row (16 code bytes: elements lo..lo+15 of
+// sub-block s and lo+32..lo+47 of s + 1, lo = 256 (gc / 8) + 64 (gc % 8 / 2) +
+// 16 (gc % 2)) lies at word at(row, gc) + 1 + gc % 8 of its weight, after its
+// block's header at word at(row, gc).
+uint q4k_at(uint row, uint gc) { return row * (K / 256u * 9u) + (gc / 8u) * 9u; }
+
+// The dot of that chunk (header `head`, codes `codes`) with activations xl,
+// xh (sums sum_lo, sum_hi).
+float q4k_dot(uvec4 head, uvec4 codes, uint gc, vec4 xl[4], vec4 xh[4], float sum_lo, float sum_hi) {
   const vec2 dm = unpackHalf2x16(head.x);
-  const uint s = 2u * (q / 2u), u = 8u * (s & 3u);
+  const uint q = gc % 8u, s = 2u * (q / 2u), u = 8u * (s & 3u);
   float sc[2], mn[2];
   for (uint i = 0u; i < 2u; ++i) {
     const uint sh = u + 8u * i;
@@ -141,6 +204,40 @@ float q4k_step(uint slot, uint row, uint gc, vec4 xl[4], vec4 xh[4], float sum_l
 }
 #endif
 
+#if DP4
+// x' (normalised) of token t at k0..k0+len as int8 codes: a thread per
+// 32-element group (sub-block sb of block b): its scale max|x| / 127, its
+// codes as the low (sb even) or high part of lane chunks 8b + sb - sb % 2
+// and the next, each with its 16 activations' sum.
+void stage(uint t, uint k0, uint len, float scale) {
+  for (uint g = gl_LocalInvocationID.x; g < len / 32u; g += WG) {
+    float x[32];
+    float amax = 0.0;
+    for (uint i = 0u; i < 32u; ++i) {
+      x[i] = arena[pc.in0 + t * K + k0 + 32u * g + i];
+#if HAS_NORM
+      x[i] *= scale * vec_[k0 + 32u * g + i];
+#endif
+      amax = max(amax, abs(x[i]));
+    }
+    const float dx = amax / 127.0, inv = amax > 0.0 ? 127.0 / amax : 0.0;
+    xd_[g] = dx;
+    const uint sb = g % 8u, hi = sb % 2u, c0 = (g / 8u) * 8u + sb - hi;
+    for (uint part = 0u; part < 2u; ++part) {
+      const uint c = c0 + part;
+      uvec4 codes = uvec4(0u);
+      float sum = 0.0;
+      for (uint i = 0u; i < 16u; ++i) {
+        const float v = x[16u * part + i];
+        sum += v;
+        codes[i / 4u] |= (uint(int(round(v * inv))) & 0xFFu) << (8u * (i % 4u));
+      }
+      xq_[(c / 32u) * 64u + hi * 32u + c % 32u] = codes;
+      xsum_[2u * c + hi] = sum;
+    }
+  }
+}
+#else
 // x' (normalised) of token t at k0..k0+len into x_, zeros past len.
 void stage(uint t, uint k0, uint len, float scale) {
   const uint tid = gl_LocalInvocationID.x;
@@ -155,14 +252,17 @@ void stage(uint t, uint k0, uint len, float scale) {
 #endif
       }
     }
+    // Elements 2i and 2i + 1 stay neighbours in either order.
+    const uint at = staged_at(2u * i);
 #if XF16
-    x_[i / 4u][i % 4u] = packHalf2x16(v);
+    x_[at / 8u][(at % 8u) / 2u] = packHalf2x16(v);
 #else
-    x_[i / 2u][2u * (i % 2u)] = v.x;
-    x_[i / 2u][2u * (i % 2u) + 1u] = v.y;
+    x_[at / 4u][at % 4u] = v.x;
+    x_[at / 4u][at % 4u + 1u] = v.y;
 #endif
   }
 }
+#endif
 
 void main() {
   const uint t = gl_WorkGroupID.y;
@@ -202,25 +302,52 @@ void main() {
       }
       if (n0 >= NCOLS) continue;
 #if Q4K_LANES
+      // A lane step: every row's loads first, then their dots (rows past
+      // NCOLS load row NCOLS - 1 and drop it; no breaks, so the words stay in
+      // registers).
       for (uint c = lane; c < len / 32u; c += lanes) {
-        const uint gc = k0 / 32u + c, q = gc % 8u;
-        const uint lo = (c / 8u) * 256u + 64u * (q / 2u) + 16u * (q % 2u);  // in the chunk
+        const uint gc = k0 / 32u + c;
+        uvec4 head_of[R][NACC], codes_of[R][NACC];
+        for (uint r = 0u; r < R; ++r) {
+          const uint n = min(n0 + r, NCOLS - 1u), slot = slot_of(n), row = row_of(n, slot);
+          const uint at = q4k_at(row, gc);
+          head_of[r][0] = wq(slot, at);
+          codes_of[r][0] = wq(slot, at + 1u + gc % 8u);
+#if EPILOGUE == 1
+          head_of[r][1] = w1q[at];
+          codes_of[r][1] = w1q[at + 1u + gc % 8u];
+#endif
+        }
+#if DP4
+        const uvec4 xl = xq_[(c / 32u) * 64u + c % 32u], xh = xq_[(c / 32u) * 64u + 32u + c % 32u];
+        const uint g = (c / 8u) * 8u + 2u * ((c % 8u) / 2u);
+        const float dx_lo = xd_[g], dx_hi = xd_[g + 1u], sum_lo = xsum_[2u * c], sum_hi = xsum_[2u * c + 1u];
+        const uint s = 2u * ((c % 8u) / 2u), sh0 = 8u * (s & 3u);
+        for (uint r = 0u; r < R; ++r) {
+          for (uint w = 0u; w < NACC; ++w) {
+            const uvec4 head = head_of[r][w], q = codes_of[r][w];
+            const vec2 dm = unpackHalf2x16(head.x);
+            float sc[2], mn[2];
+            for (uint i = 0u; i < 2u; ++i) {
+              const uint sh = sh0 + 8u * i;
+              const uint by = (head.y >> sh) & 0xFFu, bz = (head.z >> sh) & 0xFFu, bw = (head.w >> sh) & 0xFFu;
+              sc[i] = float(s < 4u ? by & 63u : (bw & 15u) | ((by >> 6) << 4));
+              mn[i] = float(s < 4u ? bz & 63u : (bw >> 4) | ((bz >> 6) << 4));
+            }
+            const int lo = dot16(xl, q & 0x0F0F0F0Fu), hi = dot16(xh, (q >> 4) & 0x0F0F0F0Fu);
+            acc[r * NACC + w] += dm.x * (sc[0] * (dx_lo * float(lo) + 8.0 * sum_lo) + sc[1] * (dx_hi * float(hi) + 8.0 * sum_hi)) -
+                                 dm.y * (mn[0] * sum_lo + mn[1] * sum_hi);
+          }
+        }
+#else
         vec4 xl[4], xh[4];
-        x8(lo, xl[0], xl[1]);
-        x8(lo + 8u, xl[2], xl[3]);
-        x8(lo + 32u, xh[0], xh[1]);
-        x8(lo + 40u, xh[2], xh[3]);
+        chunk_x(c, xl, xh);
         const float sum_lo = dot(xl[0] + xl[1] + xl[2] + xl[3], vec4(1.0));
         const float sum_hi = dot(xh[0] + xh[1] + xh[2] + xh[3], vec4(1.0));
         for (uint r = 0u; r < R; ++r) {
-          const uint n = n0 + r;
-          if (n >= NCOLS) break;
-          const uint slot = slot_of(n), row = row_of(n, slot);
-          acc[r * NACC] += q4k_step(slot, row, gc, xl, xh, sum_lo, sum_hi);
-#if EPILOGUE == 1
-          acc[r * NACC + 1u] += q4k_step(1u, row, gc, xl, xh, sum_lo, sum_hi);
-#endif
+          for (uint w = 0u; w < NACC; ++w) acc[r * NACC + w] += q4k_dot(head_of[r][w], codes_of[r][w], gc, xl, xh, sum_lo, sum_hi);
         }
+#endif
       }
 #else
       // Four k a lane step, then the K % 4 tail one at a time.

@@ -26,6 +26,7 @@
 #define SLICES (HEAD_DIM / VEC)
 #define OUTS (GROUP * SLICES)
 #define PER_THREAD ((OUTS + WG - 1) / WG)
+#define BATCH 8
 
 shared float q_[GROUP * HEAD_DIM];
 shared float score_[GROUP * TILE];
@@ -100,12 +101,20 @@ void main() {
       for (uint p = 1u; p < n; ++p) tile_max = max(tile_max, score_[head * TILE + p]);
       const float m_new = max(m[i], tile_max);
       const float correction = exp(m[i] - m_new);
+      // The tile's V rows BATCH at a time, loads first (positions past n
+      // read row n - 1 and weigh it 0): a loop over n, loads waiting on
+      // the previous sums, would wait on memory once per position.
       float sum = 0.0;
       VT a = VT(0.0);
-      for (uint p = 0u; p < n; ++p) {
-        const float w = exp(score_[head * TILE + p] - m_new);
-        sum += w;
-        a += w * kv_slice(row_[p] + pc.kv_half, c);
+      for (uint p0 = 0u; p0 < TILE; p0 += BATCH) {
+        if (p0 >= n) break;
+        VT v[BATCH];
+        for (uint b = 0u; b < BATCH; ++b) v[b] = kv_slice(row_[min(p0 + b, n - 1u)] + pc.kv_half, c);
+        for (uint b = 0u; b < BATCH; ++b) {
+          const float w = p0 + b < n ? exp(score_[head * TILE + p0 + b] - m_new) : 0.0;
+          sum += w;
+          a += w * v[b];
+        }
       }
       l[i] = l[i] * correction + sum;
       acc[i] = acc[i] * correction + a;

@@ -54,6 +54,7 @@ struct KernelTime {
   std::string kernel;  // the kernel template (and variant) it ran
   std::string launch;  // the plan launch it served ("" for the backend's own)
   double seconds = 0;
+  std::string shape;   // where the backend says: what tells launches of one name apart ("14336x4096")
 };
 
 class Executor {

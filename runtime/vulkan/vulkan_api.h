@@ -15,8 +15,10 @@ namespace kiln::vulkan {
   X(vkEnumeratePhysicalDevices)             \
   X(vkGetPhysicalDeviceProperties)          \
   X(vkGetPhysicalDeviceProperties2)         \
+  X(vkGetPhysicalDeviceFeatures2)           \
   X(vkGetPhysicalDeviceQueueFamilyProperties) \
   X(vkGetPhysicalDeviceMemoryProperties)    \
+  X(vkEnumerateDeviceExtensionProperties)   \
   X(vkCreateDevice)                         \
   X(vkGetDeviceProcAddr)
 

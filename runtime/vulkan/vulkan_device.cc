@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <optional>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,25 +17,54 @@ VulkanDevice::~VulkanDevice() {
     if (command_pool_) api_.vkDestroyCommandPool(device_, command_pool_, nullptr);
     api_.vkDestroyDevice(device_, nullptr);
   }
-  if (instance_ != VK_NULL_HANDLE) api_.vkDestroyInstance(instance_, nullptr);
 }
 
+namespace {
+
+// One Vulkan instance per process, never destroyed: NVIDIA's driver, loaded
+// anew by every vkCreateInstance after a vkDestroyInstance, failed with
+// VK_ERROR_INCOMPATIBLE_DRIVER after a few dozen executors in one process
+// (vulkan_kernels_test on the H200).
+struct ProcessInstance {
+  VulkanApi api;
+  VkInstance instance = VK_NULL_HANDLE;
+  uint32_t api_version = VK_API_VERSION_1_1;
+  absl::Status status;
+};
+
+const ProcessInstance& Instance() {
+  static const ProcessInstance* const shared = [] {
+    auto* p = new ProcessInstance;
+    p->status = p->api.LoadLoader();
+    if (!p->status.ok()) return p;
+    VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+    app.pApplicationName = "kiln";
+    // 1.2 where the loader has it: the driver-properties query (for
+    // Describe) is 1.2; the kernels need only 1.1 (SPIR-V 1.3, subgroup
+    // arithmetic).
+    uint32_t loader_version = VK_API_VERSION_1_0;
+    if (p->api.vkEnumerateInstanceVersion != nullptr) p->api.vkEnumerateInstanceVersion(&loader_version);
+    app.apiVersion = p->api_version = loader_version >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1;
+    VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    ici.pApplicationInfo = &app;
+    if (VkResult r = p->api.vkCreateInstance(&ici, nullptr, &p->instance); r != VK_SUCCESS) {
+      p->instance = VK_NULL_HANDLE;
+      p->status = absl::UnavailableError(absl::StrCat("no Vulkan driver (vkCreateInstance: ", VkResultName(r), ")"));
+      return p;
+    }
+    p->status = p->api.LoadInstance(p->instance);
+    return p;
+  }();
+  return *shared;
+}
+
+}  // namespace
+
 absl::Status VulkanDevice::Open(int index) {
-  if (absl::Status s = api_.LoadLoader(); !s.ok()) return s;
-  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
-  app.pApplicationName = "kiln";
-  // 1.2 where the loader has it: the driver-properties query (for Describe) is
-  // 1.2; the kernels need only 1.1 (SPIR-V 1.3, subgroup arithmetic).
-  uint32_t loader_version = VK_API_VERSION_1_0;
-  if (api_.vkEnumerateInstanceVersion != nullptr) api_.vkEnumerateInstanceVersion(&loader_version);
-  app.apiVersion = loader_version >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1;
-  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
-  ici.pApplicationInfo = &app;
-  if (VkResult r = api_.vkCreateInstance(&ici, nullptr, &instance_); r != VK_SUCCESS) {
-    instance_ = VK_NULL_HANDLE;
-    return absl::UnavailableError(absl::StrCat("no Vulkan driver (vkCreateInstance: ", VkResultName(r), ")"));
-  }
-  if (absl::Status s = api_.LoadInstance(instance_); !s.ok()) return s;
+  const ProcessInstance& shared = Instance();
+  if (!shared.status.ok()) return shared.status;
+  api_ = shared.api;
+  instance_ = shared.instance;
   uint32_t count = 0;
   api_.vkEnumeratePhysicalDevices(instance_, &count, nullptr);
   std::vector<VkPhysicalDevice> devices(count);
@@ -48,7 +79,7 @@ absl::Status VulkanDevice::Open(int index) {
   api_.vkGetPhysicalDeviceMemoryProperties(physical_, &memory_props_);
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
-  const bool has_driver_props = props_.apiVersion >= VK_API_VERSION_1_2 && app.apiVersion >= VK_API_VERSION_1_2;
+  const bool has_driver_props = props_.apiVersion >= VK_API_VERSION_1_2 && shared.api_version >= VK_API_VERSION_1_2;
   if (has_driver_props) subgroup.pNext = &driver;
   VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   props2.pNext = &subgroup;
@@ -58,8 +89,70 @@ absl::Status VulkanDevice::Open(int index) {
     return absl::UnavailableError(
         absl::StrCat("Vulkan device '", props_.deviceName, "' lacks subgroup arithmetic in compute shaders"));
   }
+  // Streaming multiprocessors, where the driver says (NVIDIA), and a CPU
+  // implementation's threads (lavapipe runs a workgroup per thread): the
+  // decode matmul's grid is sized to what the device holds at once.
+  if (props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) compute_units_ = std::max(1u, std::thread::hardware_concurrency());
+  uint32_t extensions = 0;
+  api_.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &extensions, nullptr);
+  std::vector<VkExtensionProperties> ext(extensions);
+  if (extensions > 0) api_.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &extensions, ext.data());
+  bool has_coopmat_extension = false, has_dot_extension = false;
+  for (const VkExtensionProperties& e : ext) {
+    const std::string_view name(e.extensionName);
+    has_coopmat_extension = has_coopmat_extension || name == VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+    has_dot_extension = has_dot_extension || name == VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+    if (name != VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME) continue;
+    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    p2.pNext = &sm;
+    api_.vkGetPhysicalDeviceProperties2(physical_, &p2);
+    compute_units_ = sm.shaderSMCount;
+  }
+  // Tensor cores for matmul_coopmat.comp: NV cooperative matrices of 16 x 16
+  // x 16 with f16 inputs and f32 sums at subgroup scope, f16 arithmetic and
+  // the Vulkan memory model (glslang's cooperative-matrix code declares it).
+  VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR dot_features{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+  const char* dot_env = getenv("KILN_VULKAN_INTEGER_DOT");
+  if (has_dot_extension && !(dot_env != nullptr && std::string_view(dot_env) == "0")) {
+    VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    f2.pNext = &dot_features;
+    api_.vkGetPhysicalDeviceFeatures2(physical_, &f2);
+    has_integer_dot_ = dot_features.shaderIntegerDotProduct;
+  }
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceShaderFloat16Int8Features f16_features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  VkPhysicalDeviceVulkanMemoryModelFeatures model_features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+  const char* coopmat_env = getenv("KILN_VULKAN_COOPMAT");
+  if (has_coopmat_extension && !(coopmat_env != nullptr && std::string_view(coopmat_env) == "0")) {
+    auto shapes = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+        api_.vkGetInstanceProcAddr(instance_, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+    bool has_shape = false;
+    if (shapes != nullptr) {
+      uint32_t n = 0;
+      shapes(physical_, &n, nullptr);
+      std::vector<VkCooperativeMatrixPropertiesNV> props(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+      if (n > 0) shapes(physical_, &n, props.data());
+      for (const VkCooperativeMatrixPropertiesNV& c : props) {
+        has_shape = has_shape || (c.MSize == 16 && c.NSize == 16 && c.KSize == 16 && c.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                                  c.BType == VK_COMPONENT_TYPE_FLOAT16_NV && c.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                                  c.DType == VK_COMPONENT_TYPE_FLOAT32_NV && c.scope == VK_SCOPE_SUBGROUP_NV);
+      }
+    }
+    coop_features.pNext = &f16_features;
+    f16_features.pNext = &model_features;
+    VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    f2.pNext = &coop_features;
+    api_.vkGetPhysicalDeviceFeatures2(physical_, &f2);
+    has_coopmat_ = has_shape && coop_features.cooperativeMatrix && f16_features.shaderFloat16 && model_features.vulkanMemoryModel &&
+                   props_.limits.maxComputeSharedMemorySize >= 48 * 1024;
+  }
+  
   description_ = has_driver_props ? absl::StrCat("vulkan (", props_.deviceName, ", ", driver.driverInfo, ")")
                                   : absl::StrCat("vulkan (", props_.deviceName, ")");
+  if (has_coopmat_) absl::StrAppend(&description_, " with NV cooperative matrices");
+  if (has_integer_dot_) absl::StrAppend(&description_, has_coopmat_ ? " and" : " with", " integer dot products");
   storage_align_ = std::max<VkDeviceSize>(256, props_.limits.minStorageBufferOffsetAlignment);
 
   uint32_t families = 0;
@@ -84,6 +177,30 @@ absl::Status VulkanDevice::Open(int index) {
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
+  std::vector<const char*> extensions_on;
+  const void* features_on = nullptr;
+  if (has_integer_dot_) {
+    dot_features = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+    dot_features.shaderIntegerDotProduct = VK_TRUE;
+    extensions_on.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    features_on = &dot_features;
+  }
+  if (has_coopmat_) {
+    coop_features = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    coop_features.cooperativeMatrix = VK_TRUE;
+    f16_features = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+    f16_features.shaderFloat16 = VK_TRUE;
+    model_features = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+    model_features.vulkanMemoryModel = VK_TRUE;
+    coop_features.pNext = &f16_features;
+    f16_features.pNext = &model_features;
+    model_features.pNext = const_cast<void*>(features_on);
+    extensions_on.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    features_on = &coop_features;
+  }
+  dci.pNext = features_on;
+  dci.enabledExtensionCount = static_cast<uint32_t>(extensions_on.size());
+  dci.ppEnabledExtensionNames = extensions_on.data();
   KILN_VK_CHECK(api_.vkCreateDevice(physical_, &dci, nullptr, &device_), "vkCreateDevice");
   if (absl::Status s = api_.LoadDevice(device_); !s.ok()) return s;
   api_.vkGetDeviceQueue(device_, queue_family_, 0, &queue_);

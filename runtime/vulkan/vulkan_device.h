@@ -61,6 +61,14 @@ class VulkanDevice {
   VkQueue queue() const { return queue_; }
   VkCommandPool command_pool() const { return command_pool_; }
   const VkPhysicalDeviceProperties& props() const { return props_; }
+  // Streaming multiprocessors / compute units, 0 where the driver does not say.
+  uint32_t compute_units() const { return compute_units_; }
+  // NV cooperative matrices (16 x 16 x 16, f16 in, f32 sums) enabled on the
+  // device: matmul_coopmat.comp runs (KILN_VULKAN_COOPMAT=0 turns them off).
+  bool has_coopmat() const { return has_coopmat_; }
+  // Packed 4 x 8-bit integer dot products enabled on the device: q4_K decode
+  // runs on them (KILN_VULKAN_INTEGER_DOT=0 turns them off).
+  bool has_integer_dot() const { return has_integer_dot_; }
   VkDeviceSize storage_align() const { return storage_align_; }  // offsets of bound ranges
   // Valid bits of the compute queue's timestamps (0: it has none).
   uint32_t timestamp_bits() const { return timestamp_bits_; }
@@ -72,9 +80,12 @@ class VulkanDevice {
 
  private:
   VulkanApi api_;
-  VkInstance instance_ = VK_NULL_HANDLE;
+  VkInstance instance_ = VK_NULL_HANDLE;  // the process's one instance (never destroyed)
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
   VkPhysicalDeviceProperties props_{};
+  uint32_t compute_units_ = 0;
+  bool has_coopmat_ = false;
+  bool has_integer_dot_ = false;
   VkPhysicalDeviceMemoryProperties memory_props_{};
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;

@@ -62,6 +62,7 @@ class VulkanExecutor final : public Executor {
     VkPipeline pipeline = VK_NULL_HANDLE;
     VkPipeline decode_pipeline = VK_NULL_HANDLE;  // where planned.decode_kernel is set
     VkPipeline tiled_pipeline = VK_NULL_HANDLE;   // where planned.tiled_kernel is set
+    bool tiled_on_coopmat = false;                // tiled_pipeline runs planned.coopmat_kernel
     VkDescriptorSet set = VK_NULL_HANDLE;
   };
   absl::Status UploadWeights(const WeightSource& weights);
@@ -270,14 +271,18 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
     if (!p.ok()) return p.status();
     d.pipeline = *p;
     if (d.planned.decode_kernel) {
-      absl::StatusOr<VkPipeline> decode = pipeline_for(*d.planned.decode_kernel);
+      const bool dp4 = dev_.has_integer_dot() && d.planned.decode_dp4_kernel;
+      absl::StatusOr<VkPipeline> decode = pipeline_for(dp4 ? *d.planned.decode_dp4_kernel : *d.planned.decode_kernel);
       if (!decode.ok()) return decode.status();
       d.decode_pipeline = *decode;
     }
     if (d.planned.tiled_kernel) {
-      absl::StatusOr<VkPipeline> tiled = pipeline_for(*d.planned.tiled_kernel);
+      // On tensor cores where the device has them (the artifact carries both).
+      const bool coopmat = dev_.has_coopmat() && d.planned.coopmat_kernel;
+      absl::StatusOr<VkPipeline> tiled = pipeline_for(coopmat ? *d.planned.coopmat_kernel : *d.planned.tiled_kernel);
       if (!tiled.ok()) return tiled.status();
       d.tiled_pipeline = *tiled;
+      d.tiled_on_coopmat = coopmat;
     }
   }
   return absl::OkStatus();
@@ -440,11 +445,14 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPoo
     const bool tiled_variant = !decode_variant && p.tiled_kernel && B >= p.tiled_min_bucket;
     const VkPipeline pipeline = decode_variant ? d.decode_pipeline : tiled_variant ? d.tiled_pipeline : d.pipeline;
     const int64_t wg = p.kernel.workgroup_size;
-    const int64_t tokens_per_group =
-        decode_variant ? 1 : tiled_variant ? p.tiled_tokens_per_group : p.shape.tokens_per_group;
-    const int64_t columns_per_group = decode_variant ? p.decode_columns_per_group
-                                      : tiled_variant ? p.tiled_columns_per_group
-                                                      : p.shape.columns_per_group;
+    const int64_t tokens_per_group = decode_variant                        ? 1
+                                     : tiled_variant && d.tiled_on_coopmat ? p.coopmat_tokens_per_group
+                                     : tiled_variant                       ? p.tiled_tokens_per_group
+                                                                           : p.shape.tokens_per_group;
+    const int64_t columns_per_group = decode_variant                        ? p.decode_columns_per_group
+                                      : tiled_variant && d.tiled_on_coopmat ? p.coopmat_columns_per_group
+                                      : tiled_variant                       ? p.tiled_columns_per_group
+                                                                            : p.shape.columns_per_group;
     int64_t x = 1, y = 1, z = 1;
     switch (p.shape.kind) {
       case LaunchShape::Kind::kStride:
@@ -456,6 +464,12 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPoo
       case LaunchShape::Kind::kMatmul:
         x = std::clamp<int64_t>((p.shape.columns + columns_per_group - 1) / columns_per_group, 1,
                                 dev_.props().limits.maxComputeWorkGroupCount[0]);
+        // The decode variant stages its token once per workgroup and then
+        // takes rows round by round: as many workgroups as the GPU holds at
+        // once, not one per row group.
+        if (decode_variant && dev_.compute_units() > 0) {
+          x = std::min<int64_t>(x, int64_t{dev_.compute_units()} * p.decode_groups_per_unit);
+        }
         y = (B + tokens_per_group - 1) / tokens_per_group;
         break;
       case LaunchShape::Kind::kPerHeadToken:
@@ -474,8 +488,14 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPoo
     if (timestamps != VK_NULL_HANDLE) {
       // Bottom of pipe: written once every command before it has finished.
       dev_.api().vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, query++);
-      labels->push_back({absl::StrCat(p.kernel.template_name, decode_variant ? " (decode)" : tiled_variant ? " (tiled)" : ""),
-                         l != nullptr ? l->kernel : std::string(), 0.0});
+      // Matmuls with their rows x K (o and down share a launch name).
+      std::string shape;
+      if (l != nullptr && p.shape.kind == LaunchShape::Kind::kMatmul) shape = absl::StrCat(p.shape.columns, "x", p.inputs[0].width);
+      labels->push_back({absl::StrCat(p.kernel.template_name, decode_variant                        ? " (decode)"
+                                                              : tiled_variant && d.tiled_on_coopmat ? " (tensor cores)"
+                                                              : tiled_variant                       ? " (tiled)"
+                                                                                                    : ""),
+                         l != nullptr ? l->kernel : std::string(), 0.0, std::move(shape)});
     }
   }
   barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,

@@ -146,14 +146,27 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   }
   // The decode variant (matmul_decode.comp): R rows a subgroup, the token's
   // activations staged in at most 30 KB of shared memory (lavapipe has 32,
-  // the H200's driver 48): f32 up to 7680 elements, f16 past that, 15360 at
+  // the H200's driver 48): f32 up to 7168 elements, f16 past that, 15360 at
   // a time.
-  constexpr int64_t kDecodeWorkgroup = 256, kDecodeRows = 2, kDecodeStagedF32 = 7680, kDecodeStagedF16 = 15360;
+  // R = 4 rows a subgroup measured best on the H200 (R = 1, 2 and two lane
+  // steps' loads at once were slower; docs/perf/vulkan-h200.md); the grid
+  // is at most 4 workgroups an SM (2-16 measured alike).
+  constexpr int64_t kDecodeStagedF32 = 7168, kDecodeStagedF16 = 15360;
+  constexpr int64_t kDecodeWorkgroup = 256, kDecodeRows = 4, kDecodeGroupsPerUnit = 4;
   InstanceBuilder decode("matmul_decode", kDecodeWorkgroup);
   for (const auto& [name, value] : b.Build().constants) {
     if (name != "WG") decode.Set(name, value);
   }
-  decode.Int("R", kDecodeRows).Int("XF16", k > kDecodeStagedF32 ? 1 : 0);
+  decode.Int("R", kDecodeRows);
+  // q4_K on integer dot products: int8 codes, a scale per 32 and a sum per
+  // 16 (22 KB for 16384 elements).
+  constexpr int64_t kDecodeStagedInt8 = 16384;
+  std::optional<InstanceBuilder> decode_dp4;
+  if (all_q4k) {
+    decode_dp4 = decode;
+    decode_dp4->Int("DP4", 1).Int("XF16", 0).Int("XCHUNK", std::min(k, kDecodeStagedInt8));
+  }
+  decode.Int("DP4", 0).Int("XF16", k > kDecodeStagedF32 ? 1 : 0);
   decode.Int("XCHUNK", k <= kDecodeStagedF16 ? (k + 7) / 8 * 8 : kDecodeStagedF16);
   // The tiled variant: the same constants, its own workgroup size (one
   // thread per 4 x 4 outputs of the tile).
@@ -161,24 +174,38 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   for (const auto& [name, value] : b.Build().constants) {
     if (name != "WG") tiled.Set(name, value);
   }
+  // The tensor-core tiled variant: 64 tokens x 128 columns, 32 k a step.
+  constexpr int64_t kCoopTokens = 64, kCoopColumns = 128, kCoopK = 32, kCoopWorkgroup = 256;
+  InstanceBuilder coopmat("matmul_coopmat", kCoopWorkgroup);
+  for (const auto& [name, value] : b.Build().constants) {
+    if (name != "WG") coopmat.Set(name, value);
+  }
+  coopmat.Int("BM", kCoopTokens).Int("BN", kCoopColumns).Int("BK", kCoopK);
   b.Int("TT", kTokensPerGroup).Int("COLS", kColumnsPerGroup);
   tiled.Int("BM", kTileTokens).Int("BN", kTileColumns).Int("BK", kTileK);
   for (size_t i = 0; i < ws.size(); ++i) {
     AddWeightSlot(b, static_cast<int>(i), *ws[i]);
     AddWeightSlot(decode, static_cast<int>(i), *ws[i]);
+    if (decode_dp4) AddWeightSlot(*decode_dp4, static_cast<int>(i), *ws[i]);
     AddWeightSlot(tiled, static_cast<int>(i), *ws[i]);
+    AddWeightSlot(coopmat, static_cast<int>(i), *ws[i]);
     d.weights[i] = ws[i]->name;
   }
   d.kernel = b.Build();
   d.decode_kernel = decode.Build();
+  if (decode_dp4) d.decode_dp4_kernel = decode_dp4->Build();
   d.decode_max_bucket = kDecodeMaxBucket;
   // Rows a workgroup covers where subgroups are 32 wide (the kernel takes any
   // width: narrower ones cover more, wider ones take more rounds).
   d.decode_columns_per_group = kDecodeRows * kDecodeWorkgroup / 32;
+  d.decode_groups_per_unit = kDecodeGroupsPerUnit;
   d.tiled_kernel = tiled.Build();
   d.tiled_min_bucket = kTiledMinBucket;
   d.tiled_tokens_per_group = kTileTokens;
   d.tiled_columns_per_group = kTileColumns;
+  d.coopmat_kernel = coopmat.Build();
+  d.coopmat_tokens_per_group = kCoopTokens;
+  d.coopmat_columns_per_group = kCoopColumns;
   d.inputs[0] = {"input", k};
   if (epi == 2) {
     if (!c.Arena("residual")) return Unsupported(l, "residual_add needs a residual");

@@ -84,6 +84,10 @@ struct PlannedDispatch {
   std::optional<KernelInstance> decode_kernel;
   int64_t decode_max_bucket = 0;
   int64_t decode_columns_per_group = 1;
+  int64_t decode_groups_per_unit = 0;  // workgroups per SM at most, where the device counts them
+  // The decode variant on integer dot products (q4_K: activations as int8
+  // codes), run instead of decode_kernel where the device has them.
+  std::optional<KernelInstance> decode_dp4_kernel;
   // matmul: the shared-memory tiled variant (matmul_tiled.comp) for buckets
   // of at least tiled_min_bucket tokens, tiled_tokens_per_group x
   // tiled_columns_per_group outputs per workgroup.
@@ -91,6 +95,12 @@ struct PlannedDispatch {
   int64_t tiled_min_bucket = 0;
   int64_t tiled_tokens_per_group = 1;
   int64_t tiled_columns_per_group = 1;
+  // matmul: the tiled variant on tensor cores (matmul_coopmat.comp), run
+  // instead of tiled_kernel where the device has NV cooperative matrices
+  // (16 x 16 x 16, f16 inputs, f32 sums).
+  std::optional<KernelInstance> coopmat_kernel;
+  int64_t coopmat_tokens_per_group = 1;
+  int64_t coopmat_columns_per_group = 1;
 };
 
 // Workgroups per (token, head) of attention in a bucket of B tokens: up to

@@ -74,12 +74,13 @@ TEST(VulkanBundle, EveryModulePassesSpirvVal) {
   std::set<std::string> templates;
   for (const vulkan::SpirvModule& m : *modules) templates.insert(m.template_name);
   EXPECT_EQ(templates, (std::set<std::string>{"argmax", "attention_combine", "copy_logits", "elementwise", "embedding", "gather_rows",
-                                              "kv_append", "matmul", "matmul_decode", "matmul_tiled", "paged_attention", "rms_norm",
+                                              "kv_append", "matmul", "matmul_coopmat", "matmul_decode", "matmul_tiled", "paged_attention", "rms_norm",
                                               "rope"}));
   // 15 storages of the plain matmul and the fused QKV, each a decode, a
-  // small-bucket and a tiled prefill variant; the rest once each
-  // (elementwise: four ops).
-  EXPECT_EQ(modules->size(), 3 * (15u + 1) + 4 + 9);
+  // small-bucket, a tiled prefill and a tensor-core prefill variant, the
+  // two q4_K ones also a decode on integer dot products; the rest once
+  // each (elementwise: four ops).
+  EXPECT_EQ(modules->size(), 4 * (15u + 1) + 2 + 4 + 9);
   const std::filesystem::path dir = ScratchDir("spirv_val");
   for (size_t i = 0; i < modules->size(); ++i) {
     const std::filesystem::path file = dir / absl::StrCat(i, ".spv");

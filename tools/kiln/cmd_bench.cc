@@ -49,22 +49,28 @@ class BenchSequences {
     for (int64_t s = 0; s < batch_; ++s) {
       for (int64_t begin = 0; begin < prompt; begin += ex_.max_step_tokens()) {
         const int64_t end = std::min(prompt, begin + ex_.max_step_tokens());
-        StepBatch b;
-        for (int64_t p = begin; p < end; ++p) {
-          b.tokens.push_back(token(rng));
-          b.positions.push_back(static_cast<int32_t>(p));
-        }
-        b.query_starts = {0, static_cast<int32_t>(end - begin)};
-        b.context_lens = {static_cast<int32_t>(end)};
-        b.pages_per_seq = static_cast<int32_t>(pages_per_seq_);
-        for (int64_t i = 0; i < pages_per_seq_; ++i) b.block_tables.push_back(static_cast<int32_t>(s * pages_per_seq_ + i));
-        b.logit_rows = {static_cast<int32_t>(end - begin - 1)};
-        absl::StatusOr<std::span<const int32_t>> ids = ex_.StepGreedy(b);
+        std::vector<int32_t> tokens;
+        for (int64_t p = begin; p < end; ++p) tokens.push_back(token(rng));
+        absl::StatusOr<std::span<const int32_t>> ids = ex_.StepGreedy(PrefillBatch(s, begin, tokens));
         if (!ids.ok()) return ids.status();
         if (end == prompt) next[s] = (*ids)[0];
       }
     }
     return next;
+  }
+
+  // One prefill step of sequence s: `tokens` at positions begin, begin + 1...
+  StepBatch PrefillBatch(int64_t s, int64_t begin, const std::vector<int32_t>& tokens) const {
+    StepBatch b;
+    b.tokens = tokens;
+    for (size_t i = 0; i < tokens.size(); ++i) b.positions.push_back(static_cast<int32_t>(begin + i));
+    const int64_t end = begin + static_cast<int64_t>(tokens.size());
+    b.query_starts = {0, static_cast<int32_t>(tokens.size())};
+    b.context_lens = {static_cast<int32_t>(end)};
+    b.pages_per_seq = static_cast<int32_t>(pages_per_seq_);
+    for (int64_t i = 0; i < pages_per_seq_; ++i) b.block_tables.push_back(static_cast<int32_t>(s * pages_per_seq_ + i));
+    b.logit_rows = {static_cast<int32_t>(tokens.size() - 1)};
+    return b;
   }
 
   // `steps` decode steps of all sequences together, greedy, starting after
@@ -314,23 +320,52 @@ int RunBench(int argc, char** argv) {
     absl::StatusOr<std::vector<KernelTime>> times =
         ex.ProfileStep(seqs.DecodeBatch(first_tokens, prompts.front() + gen - 1));
     if (!times.ok()) return Fail("bench", absl::StrCat("--profile: ", times.status().message()));
-    std::map<std::string, std::pair<int64_t, double>> by_kernel;
+    using Rows = std::vector<std::pair<std::string, std::pair<int64_t, double>>>;
+    std::map<std::string, std::pair<int64_t, double>> by_kernel, by_launch;
     double total = 0;
     for (const KernelTime& t : *times) {
-      auto& [count, seconds] = by_kernel[t.kernel];
-      ++count;
-      seconds += t.seconds;
+      for (auto* m : {&by_kernel, &by_launch}) {
+        auto& [count, seconds] = (*m)[m == &by_kernel ? t.kernel : absl::StrCat(t.kernel, ": ", t.launch, t.shape.empty() ? "" : " ", t.shape)];
+        ++count;
+        seconds += t.seconds;
+      }
       total += t.seconds;
     }
-    std::vector<std::pair<std::string, std::pair<int64_t, double>>> rows(by_kernel.begin(), by_kernel.end());
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+    auto largest_first = [](const std::map<std::string, std::pair<int64_t, double>>& m) {
+      Rows rows(m.begin(), m.end());
+      std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+      return rows;
+    };
+    const Rows rows = largest_first(by_kernel);
     if (text) {
       std::printf("profile of one decode step x %lld (GPU time per kernel, %zu dispatches, %.3f ms in all):\n",
                   static_cast<long long>(batch), times->size(), total * 1e3);
-      for (const auto& [kernel, cs] : rows) {
-        std::printf("  %-32s %5lld x  %9.1f us  %5.1f%%\n", kernel.c_str(), static_cast<long long>(cs.first),
-                    cs.second * 1e6, total > 0 ? 100.0 * cs.second / total : 0.0);
+      auto print = [&](const Rows& r, size_t most) {
+        for (size_t i = 0; i < r.size() && i < most; ++i) {
+          const auto& [kernel, cs] = r[i];
+          std::printf("  %-32s %5lld x  %9.1f us  %5.1f%%\n", kernel.c_str(), static_cast<long long>(cs.first),
+                      cs.second * 1e6, total > 0 ? 100.0 * cs.second / total : 0.0);
+        }
+      };
+      print(rows, rows.size());
+      std::printf("by launch (largest 10):\n");
+      print(largest_first(by_launch), 10);
+      // And a prefill step: sequence 0's first max-step tokens again.
+      const int64_t n = std::min<int64_t>(prompts.front(), ex.max_step_tokens());
+      absl::StatusOr<std::vector<KernelTime>> prefill =
+          ex.ProfileStep(seqs.PrefillBatch(0, 0, std::vector<int32_t>(n, first_tokens[0])));
+      if (!prefill.ok()) return Fail("bench", absl::StrCat("--profile: ", prefill.status().message()));
+      std::map<std::string, std::pair<int64_t, double>> prefill_by_launch;
+      total = 0;
+      for (const KernelTime& t : *prefill) {
+        auto& [count, seconds] = prefill_by_launch[absl::StrCat(t.kernel, ": ", t.launch, t.shape.empty() ? "" : " ", t.shape)];
+        ++count;
+        seconds += t.seconds;
+        total += t.seconds;
       }
+      std::printf("profile of one prefill step of %lld tokens (%.3f ms in all), by launch (largest 10):\n",
+                  static_cast<long long>(n), total * 1e3);
+      print(largest_first(prefill_by_launch), 10);
     }
     for (const auto& [kernel, cs] : rows) {
       JsonValue k = JsonValue::MakeObject();
