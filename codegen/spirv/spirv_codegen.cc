@@ -131,8 +131,9 @@ absl::StatusOr<std::string> InstanceSource(const KernelInstance& k) {
   absl::StatusOr<std::string_view> common = TemplateText("common.glsl");
   absl::StatusOr<std::string_view> reduce = TemplateText("reduce.glsl");
   absl::StatusOr<std::string_view> rope = TemplateText("rope.glsl");
+  absl::StatusOr<std::string_view> matmul = TemplateText("matmul_common.glsl");
   absl::StatusOr<std::string_view> body = TemplateText(k.template_name + ".comp");
-  for (const absl::Status& s : {common.status(), reduce.status(), rope.status()}) {
+  for (const absl::Status& s : {common.status(), reduce.status(), rope.status(), matmul.status()}) {
     if (!s.ok()) return s;
   }
   if (!body.ok()) return InstanceError(k, std::string(body.status().message()));
@@ -159,9 +160,9 @@ absl::StatusOr<std::string> InstanceSource(const KernelInstance& k) {
   absl::StatusOr<std::string> readers = WeightReaders(k);
   if (!readers.ok()) return readers.status();
   src += *readers;
-  const std::string reduce_text(*reduce), rope_text(*rope);
+  const std::string reduce_text(*reduce), rope_text(*rope), matmul_text(*matmul);
   src += absl::StrReplaceAll(absl::string_view(body->data(), body->size()),
-                             {{"#include_reduce", reduce_text}, {"#include_rope", rope_text}});
+                             {{"#include_reduce", reduce_text}, {"#include_rope", rope_text}, {"#include_matmul", matmul_text}});
   return src;
 }
 

@@ -31,35 +31,7 @@
 #define NCOLS N0
 #endif
 
-float read_weight(uint slot, uint row, uint k) {
-#if NUM_W >= 2
-  if (slot == 1u) return wread1(row, k);
-#endif
-#if NUM_W >= 3
-  if (slot == 2u) return wread2(row, k);
-#endif
-  return wread0(row, k);
-}
-
-// Which weight (slot) and which of its rows output column n is.
-uint slot_of(uint n) {
-#if EPILOGUE == 0
-  if (n >= N0 + N1) return 2u;
-  if (n >= N0) return 1u;
-#endif
-  return 0u;
-}
-vec4 read_weight4(uint slot, uint row, uint k) {
-#if NUM_W >= 2
-  if (slot == 1u) return wread4_1(row, k);
-#endif
-#if NUM_W >= 3
-  if (slot == 2u) return wread4_2(row, k);
-#endif
-  return wread4_0(row, k);
-}
-
-uint row_of(uint n, uint slot) { return slot == 0u ? n : (slot == 1u ? n - N0 : n - N0 - N1); }
+#include_matmul
 
 #if Q4K_LANES
 float dot_q4k(uint slot, uint row, uint c, vec4 xl[4], vec4 xh[4], float sum_lo, float sum_hi) {

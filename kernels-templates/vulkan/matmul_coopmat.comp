@@ -35,55 +35,13 @@
 // different banks.
 #define XS (BK + 8)
 
-#if Q4K_LANES
-// The weights as 16-byte words (q4_K rows are whole 144-byte blocks).
-layout(std430, set = 0, binding = 0) readonly buffer Weight0Q { uvec4 w0q[]; };
-layout(std430, set = 0, binding = 1) readonly buffer Weight1Q { uvec4 w1q[]; };
-layout(std430, set = 0, binding = 2) readonly buffer Weight2Q { uvec4 w2q[]; };
-uvec4 wq(uint slot, uint at) {
-#if NUM_W >= 2
-  if (slot == 1u) return w1q[at];
-#endif
-#if NUM_W >= 3
-  if (slot == 2u) return w2q[at];
-#endif
-  return w0q[at];
-}
-#endif
-
 shared float16_t xs_[BM * XS];         // activations, token-major (fragment A, row-major)
 shared float16_t ws_[NACC * BN * XS];  // weights, column-major B: column n's k side by side
 shared float cs_[8 * 512];             // 16 x 32 results per subgroup on their way out
 shared float inv_rms_[BM];
 shared float norm_partial_[WG];
 
-uint slot_of(uint n) {
-#if EPILOGUE == 0
-  if (n >= N0 + N1) return 2u;
-  if (n >= N0) return 1u;
-#endif
-  return 0u;
-}
-uint row_of(uint n, uint slot) { return slot == 0u ? n : (slot == 1u ? n - N0 : n - N0 - N1); }
-
-vec4 read_weight4(uint slot, uint row, uint k) {
-#if NUM_W >= 2
-  if (slot == 1u) return wread4_1(row, k);
-#endif
-#if NUM_W >= 3
-  if (slot == 2u) return wread4_2(row, k);
-#endif
-  return wread4_0(row, k);
-}
-float read_weight(uint slot, uint row, uint k) {
-#if NUM_W >= 2
-  if (slot == 1u) return wread1(row, k);
-#endif
-#if NUM_W >= 3
-  if (slot == 2u) return wread2(row, k);
-#endif
-  return wread0(row, k);
-}
+#include_matmul
 
 // The subgroup's 16 x 32 patch of results (tokens r0.., columns n0..) into
 // the outputs, element by element, after its epilogue.

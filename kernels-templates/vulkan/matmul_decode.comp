@@ -1,17 +1,17 @@
 // matmul / fused_matmul (as matmul.comp defines them) for decode-sized
 // buckets, one token per workgroup row. The workgroup stages its token's
-// activations once in shared memory (RMS-normalised with the norm prologue),
-// as f32 where K fits, else as f16 XCHUNK elements at a time; each subgroup then takes R output
-// rows at a time, round-robin over the dispatch's subgroups, and its lanes
-// stride over K: q4_K 32 elements a lane step (16 code bytes in one 16-byte
-// load, the block's 16-byte header in another), other storages 4 elements
-// through weights.glsl's WREAD4. A subgroup sum ends each row: no barrier
-// between rows, only between staged chunks where K > XCHUNK.
+// activations once in shared memory (RMS-normalised with the norm prologue):
+// as f32 where K fits, else as f16, or as int8 codes for q4_K on integer dot
+// products (DP4), XCHUNK elements at a time; each subgroup then takes R
+// output rows at a time, round-robin over the dispatch's subgroups, and its
+// lanes stride over K: q4_K 32 elements a lane step (16 code bytes in one
+// 16-byte load, the block's 16-byte header in another), other storages 4
+// elements through weights.glsl's WREAD4. A subgroup sum ends each row: no
+// barrier between rows, only between staged chunks where K > XCHUNK.
 //
-// Constants: K, NUM_W, N0..N2, EPILOGUE, HAS_NORM, EPS, WG, R, DP4 (1: q4_K
-// on integer dot products, activations as int8 codes), XF16 (1:
-// staged as f16), XCHUNK (a multiple of 256, or K rounded up to 8 where K
-// fits), Q4K_LANES, weight slots.
+// Constants: K, NUM_W, N0..N2, EPILOGUE, HAS_NORM, EPS, WG, R, DP4, XF16
+// (1: staged as f16), XCHUNK (a multiple of 256, or K rounded up to 8 where
+// K fits), Q4K_LANES, weight slots.
 // Push constants: in0 x, in1 residual, out0..out2 results.
 // Launch shape: x = workgroups (any number: subgroups past the rows idle,
 // too few take several rounds), y = the bucket's tokens.
@@ -83,49 +83,7 @@ uint staged_at(uint e) {
 }
 #endif
 
-#if Q4K_LANES
-// The weights as 16-byte words (q4_K rows are whole 144-byte blocks).
-layout(std430, set = 0, binding = 0) readonly buffer Weight0Q { uvec4 w0q[]; };
-layout(std430, set = 0, binding = 1) readonly buffer Weight1Q { uvec4 w1q[]; };
-layout(std430, set = 0, binding = 2) readonly buffer Weight2Q { uvec4 w2q[]; };
-uvec4 wq(uint slot, uint at) {
-#if NUM_W >= 2
-  if (slot == 1u) return w1q[at];
-#endif
-#if NUM_W >= 3
-  if (slot == 2u) return w2q[at];
-#endif
-  return w0q[at];
-}
-#endif
-
-uint slot_of(uint n) {
-#if EPILOGUE == 0
-  if (n >= N0 + N1) return 2u;
-  if (n >= N0) return 1u;
-#endif
-  return 0u;
-}
-uint row_of(uint n, uint slot) { return slot == 0u ? n : (slot == 1u ? n - N0 : n - N0 - N1); }
-
-vec4 read_weight4(uint slot, uint row, uint k) {
-#if NUM_W >= 2
-  if (slot == 1u) return wread4_1(row, k);
-#endif
-#if NUM_W >= 3
-  if (slot == 2u) return wread4_2(row, k);
-#endif
-  return wread4_0(row, k);
-}
-float read_weight(uint slot, uint row, uint k) {
-#if NUM_W >= 2
-  if (slot == 1u) return wread1(row, k);
-#endif
-#if NUM_W >= 3
-  if (slot == 2u) return wread2(row, k);
-#endif
-  return wread0(row, k);
-}
+#include_matmul
 
 #if Q4K_LANES && !DP4
 // The 32 staged activations of lane chunk c: xl (elements lo..lo+15) and xh

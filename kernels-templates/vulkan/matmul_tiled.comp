@@ -39,33 +39,7 @@ shared float ws_[NACC][BK][BN + 1];
 shared float inv_rms_[BM];
 shared float norm_partial_[WG];
 
-uint slot_of(uint n) {
-#if EPILOGUE == 0
-  if (n >= N0 + N1) return 2u;
-  if (n >= N0) return 1u;
-#endif
-  return 0u;
-}
-uint row_of(uint n, uint slot) { return slot == 0u ? n : (slot == 1u ? n - N0 : n - N0 - N1); }
-
-vec4 read_weight4(uint slot, uint row, uint k) {
-#if NUM_W >= 2
-  if (slot == 1u) return wread4_1(row, k);
-#endif
-#if NUM_W >= 3
-  if (slot == 2u) return wread4_2(row, k);
-#endif
-  return wread4_0(row, k);
-}
-float read_weight(uint slot, uint row, uint k) {
-#if NUM_W >= 2
-  if (slot == 1u) return wread1(row, k);
-#endif
-#if NUM_W >= 3
-  if (slot == 2u) return wread2(row, k);
-#endif
-  return wread0(row, k);
-}
+#include_matmul
 
 void main() {
   const uint rows = launch_rows();
