@@ -2,9 +2,10 @@
 # Runs HERE (no GPU): builds what the GPU machine runs and stages it in .gpu/
 # (which `run` carries): the runtime-only kiln and the CUDA test binaries,
 # linked with static libstdc++/libgcc (the device has another distribution),
-# the shared libraries they need that the device lacks, the artifacts the
-# GPU tests load (compiled with the full kiln in build/) and the goldens.
-# Then scripts/gpu/device.sh runs there.
+# the Vulkan kernel tests from the full build, the shared libraries they need
+# that the device lacks, the artifacts the GPU tests load (compiled with the
+# full kiln in build/) and the goldens; Debian's Vulkan loader debs in .gl/
+# (carry both). Then scripts/gpu/device.sh runs there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 gpu_build=${KILN_GPU_BUILD_DIR:-$root/build-gpu}
@@ -32,6 +33,13 @@ rm -rf "$stage"
 mkdir -p "$stage/bin" "$stage/lib" "$stage/artifacts" "$stage/testdata/golden"
 cp "$gpu_build/tools/kiln/kiln" "$stage/bin/"
 for t in "${tests[@]}"; do cp "$gpu_build/tests/$t" "$stage/bin/"; done
+# The Vulkan kernel tests link the SPIR-V codegen (glslang, SPIRV-Tools,
+# both static), so they come from the full build; they run there against
+# NVIDIA's driver (`bin/vulkan_kernels_test`, with .gl's loader extracted).
+if [ -x "$full_build/tests/vulkan_kernels_test" ]; then
+  ninja -C "$full_build" vulkan_kernels_test
+  cp "$full_build/tests/vulkan_kernels_test" "$stage/bin/"
+fi
 strip "$stage"/bin/*
 
 # Shared libraries the device lacks: Debian's absl, pcre2 and the like. The
@@ -71,4 +79,12 @@ mkdir -p "$stage/peers"
 cp "$testdata/../peers/"*.md "$stage/peers/"
 # Teacher-forced logits and activations are not read on the GPU: keep the stage small.
 find "$stage/testdata" -name '*.f32' -delete
+# Vulkan there: Debian's loader and libglvnd family, which NVIDIA's ICD needs
+# (../shared/TOOLCHAIN.md, section 9), carried in .gl (bench.sh extracts them).
+grep -qx '/.gl/' "$root/.git/info/exclude" 2>/dev/null || echo '/.gl/' >>"$root/.git/info/exclude"
+if ! ls "$root"/.gl/libvulkan1_*.deb >/dev/null 2>&1; then
+  mkdir -p "$root/.gl"
+  (cd "$root/.gl" && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 >/dev/null 2>&1) ||
+    echo "warning: could not download the Vulkan loader debs into .gl (Vulkan runs there need them)" >&2
+fi
 du -sh "$stage"
