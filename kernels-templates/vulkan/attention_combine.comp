@@ -2,8 +2,7 @@
 // partials (max m_s, sum l_s, weighted V a_s; binding 0) merge into
 //   out0[t, h, c] = sum_s a_s[c] exp(m_s - M) / sum_s l_s exp(m_s - M),  M = max_s m_s,
 // in one pass (a running maximum), empty splits (l_s = 0) left out. Only the
-// splits paged_attention gave positions are read: it cuts a token's p + 1
-// positions into chunks of max(ceil((p + 1) / splits), TILE).
+// splits paged_attention gave positions are read (attention_chunk).
 // Constants: NUM_HEADS, HEAD_DIM, TILE, USES_PARTIALS, WG. Push constants: out0, splits.
 // Launch shape: x = workgroups striding over bucket * NUM_HEADS * HEAD_DIM.
 void main() {
@@ -11,7 +10,7 @@ void main() {
   for (uint i = gl_GlobalInvocationID.x; i < n; i += gl_NumWorkGroups.x * WG) {
     const uint head = i / HEAD_DIM, c = i % HEAD_DIM;
     const uint pos = uint(io_at(IO_POSITIONS, head / NUM_HEADS));
-    const uint chunk = max((pos + pc.splits) / pc.splits, uint(TILE));
+    const uint chunk = attention_chunk(pos, pc.splits, uint(TILE));
     const uint used = min(pc.splits, (pos + chunk) / chunk);
     const uint base = head * pc.splits * (HEAD_DIM + 2u);
     float m = uintBitsToFloat(0xFF800000u);  // -inf

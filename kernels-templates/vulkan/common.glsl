@@ -71,6 +71,11 @@ uint sequence_of(uint t) {
   return uint(s);
 }
 
+// Positions each split of paged_attention takes of token position pos's
+// pos + 1 (split-K): at least min_chunk, so short contexts leave the later
+// splits empty; attention_combine reads the splits the same way.
+uint attention_chunk(uint pos, uint splits, uint min_chunk) { return max((pos + splits) / splits, min_chunk); }
+
 // Weight storages (codegen sets WSTORAGE per weight slot to one of these).
 #define ST_F32 0
 #define ST_F16 1

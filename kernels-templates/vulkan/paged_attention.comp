@@ -65,10 +65,9 @@ void main() {
   }
 
   const uint kv_col = g * HEAD_DIM;
-  // This split's positions: chunks of at least TILE, so short contexts leave
-  // the later splits empty rather than spreading a few positions thin.
+  // This split's positions: chunks of at least TILE.
   const uint split = gl_WorkGroupID.z;
-  const uint chunk = max((pos + pc.splits) / pc.splits, uint(TILE));
+  const uint chunk = attention_chunk(pos, pc.splits, uint(TILE));
   const uint first = split * chunk;
   const uint end = min(pos + 1u, first + chunk);
 

@@ -109,9 +109,7 @@ absl::Status VulkanDevice::Open(int index) {
     api_.vkGetPhysicalDeviceProperties2(physical_, &p2);
     compute_units_ = sm.shaderSMCount;
   }
-  // Tensor cores for matmul_coopmat.comp: NV cooperative matrices of 16 x 16
-  // x 16 with f16 inputs and f32 sums at subgroup scope, f16 arithmetic and
-  // the Vulkan memory model (glslang's cooperative-matrix code declares it).
+  // Packed 4 x 8-bit integer dot products for q4_K decode (DP4).
   VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR dot_features{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
   const char* dot_env = getenv("KILN_VULKAN_INTEGER_DOT");
@@ -121,6 +119,9 @@ absl::Status VulkanDevice::Open(int index) {
     api_.vkGetPhysicalDeviceFeatures2(physical_, &f2);
     has_integer_dot_ = dot_features.shaderIntegerDotProduct;
   }
+  // Tensor cores for matmul_coopmat.comp: NV cooperative matrices of 16 x 16
+  // x 16 with f16 inputs and f32 sums at subgroup scope, f16 arithmetic and
+  // the Vulkan memory model (glslang's cooperative-matrix code declares it).
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   VkPhysicalDeviceShaderFloat16Int8Features f16_features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
   VkPhysicalDeviceVulkanMemoryModelFeatures model_features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
@@ -149,7 +150,6 @@ absl::Status VulkanDevice::Open(int index) {
     has_coopmat_ = has_shape && coop_features.cooperativeMatrix && f16_features.shaderFloat16 && model_features.vulkanMemoryModel &&
                    props_.limits.maxComputeSharedMemorySize >= 48 * 1024 && subgroup.subgroupSize == 32;
   }
-  
   description_ = has_driver_props ? absl::StrCat("vulkan (", props_.deviceName, ", ", driver.driverInfo, ")")
                                   : absl::StrCat("vulkan (", props_.deviceName, ")");
   if (has_coopmat_) absl::StrAppend(&description_, " with NV cooperative matrices");

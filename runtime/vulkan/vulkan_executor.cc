@@ -62,7 +62,9 @@ class VulkanExecutor final : public Executor {
     VkPipeline pipeline = VK_NULL_HANDLE;
     VkPipeline decode_pipeline = VK_NULL_HANDLE;  // where planned.decode_kernel is set
     VkPipeline tiled_pipeline = VK_NULL_HANDLE;   // where planned.tiled_kernel is set
-    bool tiled_on_coopmat = false;                // tiled_pipeline runs planned.coopmat_kernel
+    // The prefill variant tiled_pipeline runs: its tile and its profile label.
+    int64_t tiled_tokens = 1, tiled_columns = 1;
+    const char* tiled_label = " (tiled)";
     VkDescriptorSet set = VK_NULL_HANDLE;
   };
   absl::Status UploadWeights(const WeightSource& weights);
@@ -282,7 +284,9 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
       absl::StatusOr<VkPipeline> tiled = pipeline_for(coopmat ? *d.planned.coopmat_kernel : *d.planned.tiled_kernel);
       if (!tiled.ok()) return tiled.status();
       d.tiled_pipeline = *tiled;
-      d.tiled_on_coopmat = coopmat;
+      d.tiled_tokens = coopmat ? d.planned.coopmat_tokens_per_group : d.planned.tiled_tokens_per_group;
+      d.tiled_columns = coopmat ? d.planned.coopmat_columns_per_group : d.planned.tiled_columns_per_group;
+      d.tiled_label = coopmat ? " (tensor cores)" : " (tiled)";
     }
   }
   return absl::OkStatus();
@@ -445,14 +449,10 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPoo
     const bool tiled_variant = !decode_variant && p.tiled_kernel && B >= p.tiled_min_bucket;
     const VkPipeline pipeline = decode_variant ? d.decode_pipeline : tiled_variant ? d.tiled_pipeline : d.pipeline;
     const int64_t wg = p.kernel.workgroup_size;
-    const int64_t tokens_per_group = decode_variant                        ? 1
-                                     : tiled_variant && d.tiled_on_coopmat ? p.coopmat_tokens_per_group
-                                     : tiled_variant                       ? p.tiled_tokens_per_group
-                                                                           : p.shape.tokens_per_group;
-    const int64_t columns_per_group = decode_variant                        ? p.decode_columns_per_group
-                                      : tiled_variant && d.tiled_on_coopmat ? p.coopmat_columns_per_group
-                                      : tiled_variant                       ? p.tiled_columns_per_group
-                                                                            : p.shape.columns_per_group;
+    const int64_t tokens_per_group = decode_variant ? 1 : tiled_variant ? d.tiled_tokens : p.shape.tokens_per_group;
+    const int64_t columns_per_group = decode_variant  ? p.decode_columns_per_group
+                                      : tiled_variant ? d.tiled_columns
+                                                      : p.shape.columns_per_group;
     int64_t x = 1, y = 1, z = 1;
     switch (p.shape.kind) {
       case LaunchShape::Kind::kStride:
@@ -491,10 +491,7 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPoo
       // Matmuls with their rows x K (o and down share a launch name).
       std::string shape;
       if (l != nullptr && p.shape.kind == LaunchShape::Kind::kMatmul) shape = absl::StrCat(p.shape.columns, "x", p.inputs[0].width);
-      labels->push_back({absl::StrCat(p.kernel.template_name, decode_variant                        ? " (decode)"
-                                                              : tiled_variant && d.tiled_on_coopmat ? " (tensor cores)"
-                                                              : tiled_variant                       ? " (tiled)"
-                                                                                                    : ""),
+      labels->push_back({absl::StrCat(p.kernel.template_name, decode_variant ? " (decode)" : tiled_variant ? d.tiled_label : ""),
                          l != nullptr ? l->kernel : std::string(), 0.0, std::move(shape)});
     }
   }

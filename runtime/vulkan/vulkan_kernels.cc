@@ -34,6 +34,14 @@ class InstanceBuilder {
     return *this;
   }
   KernelInstance Build() const { return k_; }
+  // Another template with this one's constants and its own workgroup size.
+  InstanceBuilder Variant(std::string name, int64_t wg) const {
+    InstanceBuilder v(std::move(name), wg);
+    for (const auto& [n, value] : k_.constants) {
+      if (n != "WG") v.Set(n, value);
+    }
+    return v;
+  }
 
  private:
   KernelInstance k_;
@@ -144,19 +152,15 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
     b.Float("EPS", *eps);
     d.vector_weight = norm->name;
   }
-  // The decode variant (matmul_decode.comp): R rows a subgroup, the token's
-  // activations staged in at most 30 KB of shared memory (lavapipe has 32,
-  // the H200's driver 48): f32 up to 7168 elements, f16 past that, 15360 at
-  // a time.
-  // R = 4 rows a subgroup measured best on the H200 (R = 1, 2 and two lane
-  // steps' loads at once were slower; docs/perf/vulkan-h200.md); the grid
-  // is at most 4 workgroups an SM (2-16 measured alike).
+  // The decode variant (matmul_decode.comp): R = 4 rows a subgroup (R = 1,
+  // 2 and two lane steps' loads at once measured slower on the H200,
+  // docs/perf/vulkan-h200.md), at most 4 workgroups an SM (2-16 measured
+  // alike); the token's activations staged in at most 30 KB of shared memory
+  // (lavapipe has 32, the H200's driver 48): f32 up to 7168 elements, f16
+  // past that, 15360 at a time.
   constexpr int64_t kDecodeStagedF32 = 7168, kDecodeStagedF16 = 15360;
   constexpr int64_t kDecodeWorkgroup = 256, kDecodeRows = 4, kDecodeGroupsPerUnit = 4;
-  InstanceBuilder decode("matmul_decode", kDecodeWorkgroup);
-  for (const auto& [name, value] : b.Build().constants) {
-    if (name != "WG") decode.Set(name, value);
-  }
+  InstanceBuilder decode = b.Variant("matmul_decode", kDecodeWorkgroup);
   decode.Int("R", kDecodeRows);
   // q4_K on integer dot products: int8 codes, a scale per 32 and a sum per
   // 16 (22 KB for 16384 elements).
@@ -170,16 +174,10 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   decode.Int("XCHUNK", k <= kDecodeStagedF16 ? (k + 7) / 8 * 8 : kDecodeStagedF16);
   // The tiled variant: the same constants, its own workgroup size (one
   // thread per 4 x 4 outputs of the tile).
-  InstanceBuilder tiled("matmul_tiled", kTileTokens * kTileColumns / 16);
-  for (const auto& [name, value] : b.Build().constants) {
-    if (name != "WG") tiled.Set(name, value);
-  }
+  InstanceBuilder tiled = b.Variant("matmul_tiled", kTileTokens * kTileColumns / 16);
   // The tensor-core tiled variant: 64 tokens x 128 columns, 32 k a step.
   constexpr int64_t kCoopTokens = 64, kCoopColumns = 128, kCoopK = 32, kCoopWorkgroup = 256;
-  InstanceBuilder coopmat("matmul_coopmat", kCoopWorkgroup);
-  for (const auto& [name, value] : b.Build().constants) {
-    if (name != "WG") coopmat.Set(name, value);
-  }
+  InstanceBuilder coopmat = b.Variant("matmul_coopmat", kCoopWorkgroup);
   coopmat.Int("BM", kCoopTokens).Int("BN", kCoopColumns).Int("BK", kCoopK);
   b.Int("TT", kTokensPerGroup).Int("COLS", kColumnsPerGroup);
   tiled.Int("BM", kTileTokens).Int("BN", kTileColumns).Int("BK", kTileK);

@@ -320,52 +320,46 @@ int RunBench(int argc, char** argv) {
     absl::StatusOr<std::vector<KernelTime>> times =
         ex.ProfileStep(seqs.DecodeBatch(first_tokens, prompts.front() + gen - 1));
     if (!times.ok()) return Fail("bench", absl::StrCat("--profile: ", times.status().message()));
+    // Seconds and dispatches per key (largest first) and the total.
     using Rows = std::vector<std::pair<std::string, std::pair<int64_t, double>>>;
-    std::map<std::string, std::pair<int64_t, double>> by_kernel, by_launch;
-    double total = 0;
-    for (const KernelTime& t : *times) {
-      for (auto* m : {&by_kernel, &by_launch}) {
-        auto& [count, seconds] = (*m)[m == &by_kernel ? t.kernel : absl::StrCat(t.kernel, ": ", t.launch, t.shape.empty() ? "" : " ", t.shape)];
+    auto summarise = [](const std::vector<KernelTime>& ts, bool by_launch, double* total) {
+      std::map<std::string, std::pair<int64_t, double>> m;
+      *total = 0;
+      for (const KernelTime& t : ts) {
+        auto& [count, seconds] =
+            m[by_launch ? absl::StrCat(t.kernel, ": ", t.launch, t.shape.empty() ? "" : " ", t.shape) : t.kernel];
         ++count;
         seconds += t.seconds;
+        *total += t.seconds;
       }
-      total += t.seconds;
-    }
-    auto largest_first = [](const std::map<std::string, std::pair<int64_t, double>>& m) {
       Rows rows(m.begin(), m.end());
       std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
       return rows;
     };
-    const Rows rows = largest_first(by_kernel);
+    auto print = [](const Rows& r, size_t most, double total) {
+      for (size_t i = 0; i < r.size() && i < most; ++i) {
+        const auto& [kernel, cs] = r[i];
+        std::printf("  %-32s %5lld x  %9.1f us  %5.1f%%\n", kernel.c_str(), static_cast<long long>(cs.first),
+                    cs.second * 1e6, total > 0 ? 100.0 * cs.second / total : 0.0);
+      }
+    };
+    double total = 0;
+    const Rows rows = summarise(*times, false, &total);
     if (text) {
       std::printf("profile of one decode step x %lld (GPU time per kernel, %zu dispatches, %.3f ms in all):\n",
                   static_cast<long long>(batch), times->size(), total * 1e3);
-      auto print = [&](const Rows& r, size_t most) {
-        for (size_t i = 0; i < r.size() && i < most; ++i) {
-          const auto& [kernel, cs] = r[i];
-          std::printf("  %-32s %5lld x  %9.1f us  %5.1f%%\n", kernel.c_str(), static_cast<long long>(cs.first),
-                      cs.second * 1e6, total > 0 ? 100.0 * cs.second / total : 0.0);
-        }
-      };
-      print(rows, rows.size());
+      print(rows, rows.size(), total);
       std::printf("by launch (largest 10):\n");
-      print(largest_first(by_launch), 10);
+      print(summarise(*times, true, &total), 10, total);
       // And a prefill step: sequence 0's first max-step tokens again.
       const int64_t n = std::min<int64_t>(prompts.front(), ex.max_step_tokens());
       absl::StatusOr<std::vector<KernelTime>> prefill =
           ex.ProfileStep(seqs.PrefillBatch(0, 0, std::vector<int32_t>(n, first_tokens[0])));
       if (!prefill.ok()) return Fail("bench", absl::StrCat("--profile: ", prefill.status().message()));
-      std::map<std::string, std::pair<int64_t, double>> prefill_by_launch;
-      total = 0;
-      for (const KernelTime& t : *prefill) {
-        auto& [count, seconds] = prefill_by_launch[absl::StrCat(t.kernel, ": ", t.launch, t.shape.empty() ? "" : " ", t.shape)];
-        ++count;
-        seconds += t.seconds;
-        total += t.seconds;
-      }
+      const Rows prefill_rows = summarise(*prefill, true, &total);
       std::printf("profile of one prefill step of %lld tokens (%.3f ms in all), by launch (largest 10):\n",
                   static_cast<long long>(n), total * 1e3);
-      print(largest_first(prefill_by_launch), 10);
+      print(prefill_rows, 10, total);
     }
     for (const auto& [kernel, cs] : rows) {
       JsonValue k = JsonValue::MakeObject();
