@@ -3,16 +3,20 @@
 // where the device has them; matmul_tiled.comp otherwise (and on lavapipe).
 // Same function as matmul.comp (norm prologue, up to three weights,
 // silu_mul, residual_add). A workgroup owns BM tokens x BN output columns in
-// 8 subgroups of 32 lanes (2 x 4), each 32 x 32 outputs as 2 x 2 16x16
-// accumulators (two sets with silu_mul); per step of BK along k it stages the
-// (normalised) activations and the decoded weights of the tile in shared
-// memory as f16 (weights decoded once per BM tokens), then each subgroup
-// multiplies its fragments. Results leave through a 16 x 32 patch of shared
-// memory per subgroup, so partial tiles, the q/k/v split of a fused launch
-// and the epilogues are written element by element.
+// WG / 32 subgroups of 32 lanes (4 across), each 32 x 32 outputs as 2 x 2
+// 16x16 accumulators (two sets with silu_mul). Per step of BK along k it
+// stages the (normalised) activations and the decoded weights of the tile in
+// shared memory as f16, 16 bytes a store; the global reads of the next step
+// are issued before this step's multiplies and wait in registers. Results
+// leave through a 16 x 32 patch of shared memory per subgroup (the tiles'
+// memory, once the k loop is done), so partial tiles, the q/k/v split of a
+// fused launch and the epilogues are written element by element; silu_mul is
+// applied there too, since indexing a fragment's elements took it out of
+// registers (docs/perf/vulkan-h200.md, session 14).
 //
 // Constants: as matmul.comp (K, NUM_W, N0..N2, EPILOGUE, HAS_NORM, EPS,
-// Q4K_LANES, weight slots), plus BM = 64, BN = 128, BK = 32 and WG = 256.
+// Q4K_LANES, weight slots), plus BM, BN = 128, BK and WG with
+// BM = 32 * WG / 128.
 // Launch shape: x = workgroups striding over the output columns BN at a time,
 // y = one per BM tokens of the bucket.
 
@@ -30,18 +34,25 @@
 // Subgroup-scope (3) 16 x 16 fragments: f16 inputs, f32 sums.
 #define FRAG_IN fcoopmatNV<16, 3, 16, 16>
 #define FRAG_SUM fcoopmatNV<32, 3, 16, 16>
-// Row stride of the staged tiles in halves: 80 bytes keeps rows 16-byte
-// aligned and puts the eight rows a fragment load reads at once in
-// different banks.
-#define XS (BK + 8)
-
-shared float16_t xs_[BM * XS];         // activations, token-major (fragment A, row-major)
-shared float16_t ws_[NACC * BN * XS];  // weights, column-major B: column n's k side by side
-shared float cs_[8 * 512];             // 16 x 32 results per subgroup on their way out
-shared float inv_rms_[BM];
-shared float norm_partial_[WG];
+// Staged rows as 16-byte words: BK halves and 8 of padding (80 bytes at
+// BK = 32 keeps the eight rows a fragment load reads at once in different
+// banks).
+#define XS4 ((BK + 8u) / 8u)
+#define A_VECS (BM * BK / 8u)  // words of activations a k step
+#define A_PER ((A_VECS + WG - 1u) / WG)
+#define TPR (BK / 16u)         // q4_K half sub-blocks of a weight row a k step
+#define W_TASKS (NACC * BN * TPR)
+#define W_PER ((W_TASKS + WG - 1u) / WG)
+#define SM_TILES ((BM + NACC * BN) * XS4)
+#define SM_PATCH ((WG / 32u) * 512u * NACC / 4u)  // 16 x 32 f32 per subgroup (and up's)
 
 #include_matmul
+
+// One array for the staged tiles and, after the k loop, the result patches.
+shared uvec4 sm_[SM_TILES > SM_PATCH ? SM_TILES : SM_PATCH];
+shared float inv_rms_[BM];
+// The arena as 16-byte words (its offsets are 256-byte aligned).
+layout(std430, set = 0, binding = 5) buffer Arena4 { vec4 arena4[]; };
 
 // The subgroup's 16 x 32 patch of results (tokens r0.., columns n0..) into
 // the outputs, element by element, after its epilogue.
@@ -52,13 +63,15 @@ void write_patch(uint r0, uint n0, uint rows) {
     const uint r = r0 + e / 32u, n = n0 + e % 32u;
     if (r >= rows || n >= NCOLS) continue;
     const uint slot = slot_of(n), row = row_of(n, slot);
-    const float v = cs_[sg * 512u + e];
+    const uint at = sg * 512u * NACC + e;
+    float v = uintBitsToFloat(sm_[at / 4u][at % 4u]);
 #if EPILOGUE == 0
     const uint width = slot == 0u ? N0 : (slot == 1u ? N1 : N2);
     const uint dst = slot == 0u ? pc.out0 : (slot == 1u ? pc.out1 : pc.out2);
     arena[dst + r * width + row] = v;
 #elif EPILOGUE == 1
-    arena[pc.out0 + r * N0 + row] = v;
+    const float up = uintBitsToFloat(sm_[(at + 512u) / 4u][(at + 512u) % 4u]);
+    arena[pc.out0 + r * N0 + row] = v / (1.0 + exp(-v)) * up;
 #else
     arena[pc.out0 + r * N0 + row] = v + arena[pc.in1 + r * N0 + row];
 #endif
@@ -66,34 +79,152 @@ void write_patch(uint r0, uint n0, uint rows) {
   subgroupBarrier();  // the patch is read before the next store
 }
 
+// Step k0's global reads: activation words (8 of token t's values from k
+// on) and, for q4_K, each task's block header and 16-byte word of codes.
+vec4 a_lo[A_PER], a_hi[A_PER];
+#if Q4K_LANES
+uvec4 w_head[W_PER], w_codes[W_PER];
+#endif
+
+void read_step(uint k0, uint t0, uint n0, uint rows) {
+  const uint tid = gl_LocalInvocationID.x;
+  for (uint j = 0u; j < A_PER; ++j) {
+    const uint i = tid + j * WG, t = i / (BK / 8u), k = k0 + 8u * (i % (BK / 8u));
+    a_lo[j] = vec4(0.0);
+    a_hi[j] = vec4(0.0);
+    if (i < A_VECS && t0 + t < rows && k < K) {
+      const uint at = pc.in0 + (t0 + t) * K + k;
+#if K % 8 == 0
+      a_lo[j] = arena4[at / 4u];
+      a_hi[j] = arena4[at / 4u + 1u];
+#else
+      for (uint q = 0u; q < 4u; ++q) {
+        if (k + q < K) a_lo[j][q] = arena[at + q];
+        if (k + 4u + q < K) a_hi[j][q] = arena[at + 4u + q];
+      }
+#endif
+    }
+  }
+#if Q4K_LANES
+  for (uint j = 0u; j < W_PER; ++j) {
+    const uint i = tid + j * WG, w = i / (BN * TPR), c = (i / TPR) % BN, part = i % TPR, n = n0 + c;
+    if (i < W_TASKS && n < NCOLS) {
+      // silu_mul's up (w = 1) has gate's rows.
+      const uint row = row_of(n, slot_of(n)), slot = w == 1u ? 1u : slot_of(n);
+      const uint sb = (k0 % 256u) / 32u + part / 2u, at = row * (K / 256u * 9u) + (k0 / 256u) * 9u;
+      w_head[j] = wq(slot, at);
+      w_codes[j] = wq(slot, at + 1u + 2u * (sb / 2u) + part % 2u);
+    }
+  }
+#endif
+}
+
+uvec4 pack8(vec4 lo, vec4 hi) {
+  return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
+}
+
+// Step k0's tiles into shared memory from the registers read_step filled
+// (other storages than q4_K are read and decoded here).
+void stage_step(uint k0, uint n0) {
+  const uint tid = gl_LocalInvocationID.x;
+  for (uint j = 0u; j < A_PER; ++j) {
+    const uint i = tid + j * WG, t = i / (BK / 8u), k = k0 + 8u * (i % (BK / 8u));
+    if (i >= A_VECS) continue;
+    vec4 lo = a_lo[j], hi = a_hi[j];
+#if HAS_NORM
+    const float r = inv_rms_[t];
+    for (uint q = 0u; q < 4u; ++q) {
+      lo[q] *= r * (k + q < K ? vec_[k + q] : 0.0);
+      hi[q] *= r * (k + 4u + q < K ? vec_[k + 4u + q] : 0.0);
+    }
+#endif
+    sm_[t * XS4 + i % (BK / 8u)] = pack8(lo, hi);
+  }
+#if Q4K_LANES
+  // q4_K: a task is 16 of a row's elements (half of one sub-block's 32).
+  // Two codes of a 32-bit word become f16 1024 + q (0x6400 | q), so that
+  // q and d * q - m take one f16x2 operation each.
+  for (uint j = 0u; j < W_PER; ++j) {
+    const uint i = tid + j * WG, w = i / (BN * TPR), c = (i / TPR) % BN, part = i % TPR, n = n0 + c;
+    if (i >= W_TASKS) continue;
+    uint h[8] = uint[8](0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
+    if (n < NCOLS) {
+      const uvec4 head = w_head[j], codes = w_codes[j];
+      const uint sb = (k0 % 256u) / 32u + part / 2u;
+      const vec2 dm = unpackHalf2x16(head.x);
+      const uint sh = 8u * (sb & 3u);
+      const uint by = (head.y >> sh) & 0xFFu, bz = (head.z >> sh) & 0xFFu, bw = (head.w >> sh) & 0xFFu;
+      const float sc = float(sb < 4u ? by & 63u : (bw & 15u) | ((by >> 6) << 4));
+      const float mn = float(sb < 4u ? bz & 63u : (bw >> 4) | ((bz >> 6) << 4));
+      const f16vec2 d2 = f16vec2(float16_t(dm.x * sc)), m2 = f16vec2(float16_t(dm.y * mn));
+      const f16vec2 k1024 = f16vec2(float16_t(1024.0));
+      const uint nib = 4u * (sb % 2u);
+      for (uint p = 0u; p < 4u; ++p) {
+        const uint q = (codes[p] >> nib) & 0x0F0F0F0Fu;                 // codes 4p .. 4p + 3, a byte each
+        const uint q01 = (q & 0xFFu) | ((q & 0xFF00u) << 8);            // codes 0 and 1 in 16-bit lanes
+        const uint q23 = ((q >> 16) & 0xFFu) | ((q >> 8) & 0xFF0000u);  // codes 2 and 3
+        h[2u * p] = packFloat2x16(fma(unpackFloat2x16(q01 | 0x64006400u) - k1024, d2, -m2));
+        h[2u * p + 1u] = packFloat2x16(fma(unpackFloat2x16(q23 | 0x64006400u) - k1024, d2, -m2));
+      }
+    }
+    const uint at = BM * XS4 + (w * BN + c) * XS4 + 2u * part;
+    sm_[at] = uvec4(h[0], h[1], h[2], h[3]);
+    sm_[at + 1u] = uvec4(h[4], h[5], h[6], h[7]);
+  }
+#else
+  // Other storages: four consecutive k a read.
+  for (uint e = tid; e < NACC * BN * (BK / 4u); e += WG) {
+    const uint w = e / (BN * (BK / 4u)), c = (e / (BK / 4u)) % BN, kk = (e % (BK / 4u)) * 4u, k = k0 + kk, n = n0 + c;
+    vec4 v = vec4(0.0);
+    if (n < NCOLS) {
+      const uint row = row_of(n, slot_of(n)), slot = w == 1u ? 1u : slot_of(n);
+      if (k + 4u <= K && K % 4u == 0u) {
+        v = read_weight4(slot, row, k);
+      } else {
+        for (uint q = 0u; q < 4u; ++q) {
+          if (k + q < K) v[q] = read_weight(slot, row, k + q);
+        }
+      }
+    }
+    const uint at = BM * XS4 + (w * BN + c) * XS4 + kk / 8u;
+    const uvec2 packed = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+    if ((kk / 4u) % 2u == 0u) {
+      sm_[at].xy = packed;
+    } else {
+      sm_[at].zw = packed;
+    }
+  }
+#endif
+}
+
 void main() {
   const uint rows = launch_rows();
   const uint t0 = gl_WorkGroupID.y * BM;
   if (t0 >= rows) return;  // the same for the whole workgroup
-  const uint tid = gl_LocalInvocationID.x;
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint sm = (sg / 4u) * 32u, sn = (sg % 4u) * 32u;  // the subgroup's corner in the tile
 
 #if HAS_NORM
-  // 1 / rms of each of the tile's tokens: WG / BM threads per token.
-  {
-    const uint per = WG / BM, t = tid / per, part = tid % per;
+  // 1 / rms of the tile's tokens: a subgroup per token at a time, lanes along k.
+  for (uint t = sg; t < BM; t += WG / 32u) {
     float s = 0.0;
     if (t0 + t < rows) {
-      for (uint k = part; k < K; k += per) {
+#if K % 4 == 0
+      for (uint k4 = lane; k4 < K / 4u; k4 += 32u) {
+        const vec4 x = arena4[(pc.in0 + (t0 + t) * K) / 4u + k4];
+        s += dot(x, x);
+      }
+#else
+      for (uint k = lane; k < K; k += 32u) {
         const float x = arena[pc.in0 + (t0 + t) * K + k];
         s += x * x;
       }
+#endif
     }
-    norm_partial_[tid] = s;
-    barrier();
-    if (part == 0u) {
-      float total = 0.0;
-      for (uint i = 0u; i < per; ++i) total += norm_partial_[tid + i];
-      inv_rms_[t] = inversesqrt(total / float(K) + EPS);
-    }
-    barrier();
+    s = subgroupAdd(s);
+    if (lane == 0u) inv_rms_[t] = inversesqrt(s / float(K) + EPS);
   }
+  barrier();
 #endif
 
   for (uint n0 = gl_WorkGroupID.x * BN; n0 < NCOLS; n0 += gl_NumWorkGroups.x * BN) {
@@ -103,117 +234,52 @@ void main() {
 #if EPILOGUE == 1
     FRAG_SUM u00 = FRAG_SUM(0.0), u01 = FRAG_SUM(0.0), u10 = FRAG_SUM(0.0), u11 = FRAG_SUM(0.0);
 #endif
-
+    read_step(0u, t0, n0, rows);
     for (uint k0 = 0u; k0 < K; k0 += BK) {
-      // Activations: BM x BK, consecutive threads along k (coalesced reads).
-      for (uint e = tid; e < BM * BK; e += WG) {
-        const uint t = e / BK, kk = e % BK, k = k0 + kk;
-        float x = 0.0;
-        if (t0 + t < rows && k < K) {
-          x = arena[pc.in0 + (t0 + t) * K + k];
-#if HAS_NORM
-          x = x * inv_rms_[t] * vec_[k];
-#endif
-        }
-        xs_[t * XS + kk] = float16_t(x);
-      }
-#if Q4K_LANES
-      // q4_K: BK = 32 is one sub-block; a thread decodes 16 of a row's
-      // elements from its block's header and one 16-byte word of codes
-      // (half of the sub-block pair's 32 code bytes, low or high nibbles),
-      // its scale and min unpacked once.
-      for (uint e = tid; e < NACC * BN * 2u; e += WG) {
-        const uint w = e / (2u * BN), c = (e / 2u) % BN, part = e % 2u, n = n0 + c;
-        float v[16];
-        for (uint i = 0u; i < 16u; ++i) v[i] = 0.0;
-        if (n < NCOLS) {
-          // silu_mul's up (w = 1) has gate's rows.
-          const uint row = row_of(n, slot_of(n)), slot = w == 1u ? 1u : slot_of(n);
-          const uint sb = (k0 % 256u) / 32u, at = row * (K / 256u * 9u) + (k0 / 256u) * 9u;
-          const uvec4 head = wq(slot, at), codes = wq(slot, at + 1u + 2u * (sb / 2u) + part);
-          const vec2 dm = unpackHalf2x16(head.x);
-          const uint sh = 8u * (sb & 3u);
-          const uint by = (head.y >> sh) & 0xFFu, bz = (head.z >> sh) & 0xFFu, bw = (head.w >> sh) & 0xFFu;
-          const float sc = float(sb < 4u ? by & 63u : (bw & 15u) | ((by >> 6) << 4));
-          const float mn = float(sb < 4u ? bz & 63u : (bw >> 4) | ((bz >> 6) << 4));
-          const float d = dm.x * sc, m = dm.y * mn;
-          const uint nib = 4u * (sb % 2u);
-          for (uint i = 0u; i < 16u; ++i) v[i] = d * float((codes[i / 4u] >> (8u * (i % 4u) + nib)) & 15u) - m;
-        }
-        for (uint i = 0u; i < 16u; ++i) ws_[(w * BN + c) * XS + 16u * part + i] = float16_t(v[i]);
-      }
-#else
-      // Weights: BN rows x BK, four consecutive k per read where the row allows.
-      for (uint e = tid; e < BN * (BK / 4u); e += WG) {
-        const uint c = e / (BK / 4u), kk = (e % (BK / 4u)) * 4u, k = k0 + kk, n = n0 + c;
-        vec4 w = vec4(0.0);
-#if EPILOGUE == 1
-        vec4 up = vec4(0.0);
-#endif
-        if (n < NCOLS) {
-          const uint slot = slot_of(n), row = row_of(n, slot);
-          if (k + 4u <= K && K % 4u == 0u) {
-            w = read_weight4(slot, row, k);
-#if EPILOGUE == 1
-            up = wread4_1(row, k);
-#endif
-          } else {
-            for (uint i = 0u; i < 4u; ++i) {
-              if (k + i < K) {
-                w[i] = read_weight(slot, row, k + i);
-#if EPILOGUE == 1
-                up[i] = wread1(row, k + i);
-#endif
-              }
-            }
-          }
-        }
-        for (uint i = 0u; i < 4u; ++i) {
-          ws_[c * XS + kk + i] = float16_t(w[i]);
-#if EPILOGUE == 1
-          ws_[(BN + c) * XS + kk + i] = float16_t(up[i]);
-#endif
-        }
-      }
-#endif
+      barrier();  // the previous step's multiplies have read the tiles
+      stage_step(k0, n0);
       barrier();
+      if (k0 + BK < K) read_step(k0 + BK, t0, n0, rows);  // in flight during the multiplies
       for (uint kk = 0u; kk < BK; kk += 16u) {
         FRAG_IN a0, a1, b0, b1;
-        coopMatLoadNV(a0, xs_, sm * XS + kk, XS, false);
-        coopMatLoadNV(a1, xs_, (sm + 16u) * XS + kk, XS, false);
-        coopMatLoadNV(b0, ws_, sn * XS + kk, XS, true);
-        coopMatLoadNV(b1, ws_, (sn + 16u) * XS + kk, XS, true);
+        const uint bb = BM * XS4, kw = kk / 8u;
+        coopMatLoadNV(a0, sm_, sm * XS4 + kw, XS4, false);
+        coopMatLoadNV(a1, sm_, (sm + 16u) * XS4 + kw, XS4, false);
+        coopMatLoadNV(b0, sm_, bb + sn * XS4 + kw, XS4, true);
+        coopMatLoadNV(b1, sm_, bb + (sn + 16u) * XS4 + kw, XS4, true);
         g00 = coopMatMulAddNV(a0, b0, g00);
         g01 = coopMatMulAddNV(a0, b1, g01);
         g10 = coopMatMulAddNV(a1, b0, g10);
         g11 = coopMatMulAddNV(a1, b1, g11);
 #if EPILOGUE == 1
-        coopMatLoadNV(b0, ws_, (BN + sn) * XS + kk, XS, true);
-        coopMatLoadNV(b1, ws_, (BN + sn + 16u) * XS + kk, XS, true);
+        coopMatLoadNV(b0, sm_, bb + (BN + sn) * XS4 + kw, XS4, true);
+        coopMatLoadNV(b1, sm_, bb + (BN + sn + 16u) * XS4 + kw, XS4, true);
         u00 = coopMatMulAddNV(a0, b0, u00);
         u01 = coopMatMulAddNV(a0, b1, u01);
         u10 = coopMatMulAddNV(a1, b0, u10);
         u11 = coopMatMulAddNV(a1, b1, u11);
 #endif
       }
-      barrier();
     }
+    barrier();  // every subgroup's multiplies are done: the tiles become patches
 
+    // Rows 0-15 of the subgroup's 32 x 32, then rows 16-31 (up's patch 512
+    // floats after gate's).
+    const uint mine = sg * 128u * NACC;
+    coopMatStoreNV(g00, sm_, mine, 8u, false);
+    coopMatStoreNV(g01, sm_, mine + 4u, 8u, false);
 #if EPILOGUE == 1
-    // The two sets share a layout: silu(gate) * up element by element.
-    for (int e = 0; e < g00.length(); ++e) {
-      g00[e] = g00[e] / (1.0 + exp(-g00[e])) * u00[e];
-      g01[e] = g01[e] / (1.0 + exp(-g01[e])) * u01[e];
-      g10[e] = g10[e] / (1.0 + exp(-g10[e])) * u10[e];
-      g11[e] = g11[e] / (1.0 + exp(-g11[e])) * u11[e];
-    }
+    coopMatStoreNV(u00, sm_, mine + 128u, 8u, false);
+    coopMatStoreNV(u01, sm_, mine + 132u, 8u, false);
 #endif
-    // Rows 0-15 of the subgroup's 32 x 32, then rows 16-31, through its 16 x 32 patch.
-    coopMatStoreNV(g00, cs_, sg * 512u, 32u, false);
-    coopMatStoreNV(g01, cs_, sg * 512u + 16u, 32u, false);
     write_patch(t0 + sm, n0 + sn, rows);
-    coopMatStoreNV(g10, cs_, sg * 512u, 32u, false);
-    coopMatStoreNV(g11, cs_, sg * 512u + 16u, 32u, false);
+    coopMatStoreNV(g10, sm_, mine, 8u, false);
+    coopMatStoreNV(g11, sm_, mine + 4u, 8u, false);
+#if EPILOGUE == 1
+    coopMatStoreNV(u10, sm_, mine + 128u, 8u, false);
+    coopMatStoreNV(u11, sm_, mine + 132u, 8u, false);
+#endif
     write_patch(t0 + sm + 16u, n0 + sn, rows);
+    barrier();  // the patches are read before another column tile is staged
   }
 }

@@ -97,11 +97,12 @@ absl::Status VulkanDevice::Open(int index) {
   api_.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &extensions, nullptr);
   std::vector<VkExtensionProperties> ext(extensions);
   if (extensions > 0) api_.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &extensions, ext.data());
-  bool has_coopmat_extension = false, has_dot_extension = false;
+  bool has_coopmat_extension = false, has_dot_extension = false, has_stats_extension = false;
   for (const VkExtensionProperties& e : ext) {
     const std::string_view name(e.extensionName);
     has_coopmat_extension = has_coopmat_extension || name == VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
     has_dot_extension = has_dot_extension || name == VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+    has_stats_extension = has_stats_extension || name == VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
     if (name != VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME) continue;
     VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
     VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
@@ -199,11 +200,28 @@ absl::Status VulkanDevice::Open(int index) {
     extensions_on.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     features_on = &coop_features;
   }
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR stats_features{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  const char* stats_env = getenv("KILN_VULKAN_PIPELINE_STATS");
+  if (has_stats_extension && stats_env != nullptr && std::string_view(stats_env) == "1") {
+    stats_features.pipelineExecutableInfo = VK_TRUE;
+    stats_features.pNext = const_cast<void*>(features_on);
+    extensions_on.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    features_on = &stats_features;
+    pipeline_stats_ = true;
+  }
   dci.pNext = features_on;
   dci.enabledExtensionCount = static_cast<uint32_t>(extensions_on.size());
   dci.ppEnabledExtensionNames = extensions_on.data();
   KILN_VK_CHECK(api_.vkCreateDevice(physical_, &dci, nullptr, &device_), "vkCreateDevice");
   if (absl::Status s = api_.LoadDevice(device_); !s.ok()) return s;
+  if (pipeline_stats_) {
+    get_executables_ = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
+        api_.vkGetDeviceProcAddr(device_, "vkGetPipelineExecutablePropertiesKHR"));
+    get_statistics_ = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
+        api_.vkGetDeviceProcAddr(device_, "vkGetPipelineExecutableStatisticsKHR"));
+    pipeline_stats_ = get_executables_ != nullptr && get_statistics_ != nullptr;
+  }
   api_.vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
   VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pci.queueFamilyIndex = queue_family_;
@@ -330,11 +348,42 @@ absl::StatusOr<VkPipeline> VulkanDevice::CreateComputePipeline(std::span<const u
   cpci.stage.module = module;
   cpci.stage.pName = entry_point;
   cpci.layout = layout;
+  if (pipeline_stats_) cpci.flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkPipeline pipeline;
   const VkResult r = api_.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cpci, nullptr, &pipeline);
   api_.vkDestroyShaderModule(device_, module, nullptr);
   KILN_VK_CHECK(r, absl::StrCat("pipeline ", what));
+  if (pipeline_stats_) PrintPipelineStatistics(pipeline, what);
   return pipeline;
+}
+
+void VulkanDevice::PrintPipelineStatistics(VkPipeline pipeline, const std::string& what) const {
+  VkPipelineInfoKHR info{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+  info.pipeline = pipeline;
+  uint32_t executables = 0;
+  if (get_executables_(device_, &info, &executables, nullptr) != VK_SUCCESS) return;
+  for (uint32_t e = 0; e < executables; ++e) {
+    VkPipelineExecutableInfoKHR exe{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    exe.pipeline = pipeline;
+    exe.executableIndex = e;
+    uint32_t count = 0;
+    if (get_statistics_(device_, &exe, &count, nullptr) != VK_SUCCESS) continue;
+    std::vector<VkPipelineExecutableStatisticKHR> stats(count, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+    if (get_statistics_(device_, &exe, &count, stats.data()) != VK_SUCCESS) continue;
+    std::string line = absl::StrCat("vulkan pipeline ", what, ":");
+    for (const VkPipelineExecutableStatisticKHR& st : stats) {
+      absl::StrAppend(&line, " ", st.name, "=");
+      switch (st.format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: absl::StrAppend(&line, st.value.b32 ? "yes" : "no"); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: absl::StrAppend(&line, st.value.i64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: absl::StrAppend(&line, st.value.u64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: absl::StrAppend(&line, st.value.f64); break;
+        default: absl::StrAppend(&line, "?");
+      }
+      absl::StrAppend(&line, ";");
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
 }
 
 }  // namespace kiln::vulkan

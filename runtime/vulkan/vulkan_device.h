@@ -79,6 +79,8 @@ class VulkanDevice {
   const std::string& description() const { return description_; }
 
  private:
+  void PrintPipelineStatistics(VkPipeline pipeline, const std::string& what) const;
+
   VulkanApi api_;
   VkInstance instance_ = VK_NULL_HANDLE;  // the process's one instance (never destroyed)
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
@@ -86,6 +88,12 @@ class VulkanDevice {
   uint32_t compute_units_ = 0;
   bool has_coopmat_ = false;
   bool has_integer_dot_ = false;
+  // KILN_VULKAN_PIPELINE_STATS=1 where the driver has
+  // VK_KHR_pipeline_executable_properties: each pipeline's statistics
+  // (registers, spills, shared memory as the driver names them) to stderr.
+  bool pipeline_stats_ = false;
+  PFN_vkGetPipelineExecutablePropertiesKHR get_executables_ = nullptr;
+  PFN_vkGetPipelineExecutableStatisticsKHR get_statistics_ = nullptr;
   VkPhysicalDeviceMemoryProperties memory_props_{};
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
