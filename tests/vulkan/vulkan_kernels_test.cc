@@ -410,6 +410,37 @@ TEST(VulkanKernels, PagedAttentionPrefillAndDecode) {
   }
 }
 
+// Prefill steps of two sequences in a 128-token bucket (one split), the
+// second attending to the first's pages as well as its own tokens, at the
+// head shapes of stories260K-like and llama3-like models; then a decode step
+// of three sequences (split-K).
+TEST(VulkanKernels, PagedAttentionPrefillOfSeveralSequencesInALargeBucket) {
+  struct Case {
+    int64_t heads, kv_heads, head_dim;
+    bool rope;
+  };
+  for (const Case& c : {Case{8, 2, 16, true}, Case{4, 4, 32, false}, Case{32, 8, 128, true}}) {
+    TestPlan tp({1, 64, 128});
+    tp.SetPool(1, c.kv_heads, c.head_dim, 16, 256);
+    const int64_t vocab = 13, qw = c.heads * c.head_dim, kw = c.kv_heads * c.head_dim;
+    const int64_t q = tp.Embed("eq", vocab, qw), k = tp.Embed("ek", vocab, kw), v = tp.Embed("ev", vocab, kw);
+    const int64_t out = tp.Region(qw);
+    std::string constants = absl::StrCat("\"head_dim\":", c.head_dim, ",\"layer\":0,\"num_heads\":", c.heads,
+                                         ",\"num_kv_heads\":", c.kv_heads, ",\"page_size\":16,\"scale\":",
+                                         1.0 / std::sqrt(double(c.head_dim)));
+    if (c.rope) absl::StrAppend(&constants, ",\"rope_dims\":", c.head_dim, ",\"rope_style\":\"half\",\"rope_theta\":10000");
+    tp.Launch(c.rope ? "paged_attention.rope" : "paged_attention",
+              {tp.ArenaBinding("q", q), tp.ArenaBinding("k", k), tp.ArenaBinding("v", v), TestPlan::InputBinding("kv"),
+               TestPlan::InputBinding("positions"), TestPlan::InputBinding("query_starts"),
+               TestPlan::InputBinding("context_lens"), TestPlan::InputBinding("block_tables"), tp.ArenaBinding("result", out)},
+              constants);
+    const std::vector<StepBatch> steps = {MakeBatch({{0, 37, 0}, {0, 30, 1}}, 8, vocab, tp.rng()),
+                                          MakeBatch({{0, 40, 2}, {37, 40, 0}}, 8, vocab, tp.rng()),
+                                          MakeBatch({{77, 1, 0}, {30, 1, 1}, {40, 1, 2}}, 8, vocab, tp.rng())};
+    ExpectSameOutputs(tp, out, qw, steps, 24, absl::StrCat("prefill attention hd ", c.head_dim, " gqa ", c.heads / c.kv_heads));
+  }
+}
+
 // Decode over a long context: attention splits its positions over several
 // workgroups (split-K) and a combine merges them; a 100-token prefill runs
 // unsplit in the large bucket first.
