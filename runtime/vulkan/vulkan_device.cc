@@ -1,6 +1,7 @@
 #include "runtime/vulkan/vulkan_device.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -203,7 +204,19 @@ absl::Status VulkanDevice::Open(int index) {
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR stats_features{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   const char* stats_env = getenv("KILN_VULKAN_PIPELINE_STATS");
-  if (has_stats_extension && stats_env != nullptr && std::string_view(stats_env) == "1") {
+  if (stats_env != nullptr && std::string_view(stats_env) == "1") {
+    if (has_stats_extension) {
+      VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+      f2.pNext = &stats_features;
+      api_.vkGetPhysicalDeviceFeatures2(physical_, &f2);
+    }
+    if (!stats_features.pipelineExecutableInfo) {
+      std::fprintf(stderr, "KILN_VULKAN_PIPELINE_STATS=1: '%s' does not report pipeline statistics "
+                   "(no VK_KHR_pipeline_executable_properties)\n", props_.deviceName);
+    }
+  }
+  if (stats_features.pipelineExecutableInfo) {
+    stats_features = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
     stats_features.pipelineExecutableInfo = VK_TRUE;
     stats_features.pNext = const_cast<void*>(features_on);
     extensions_on.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
