@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs THERE (the GPU machine, repo root, with .gpu carried): the CUDA test
-# suite on the staged binaries, then a one-line summary per binary. Logs go
-# to $OUT when it is set.
+# suite on the staged binaries and, where .gpu/bin/vulkan_kernels_test and
+# the loader debs in .gl/ are carried too, the Vulkan kernel tests on
+# NVIDIA's Vulkan driver; then a one-line summary per binary. Logs go to
+# $OUT when it is set.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 stage=$root/.gpu
@@ -35,6 +37,20 @@ for t in "${tests[@]}"; do
   counts=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$t.log" | awk '{print $2, $4}' | sort | awk '{n[$1] += $2} END {for (k in n) printf "%s %d  ", k, n[k]}')
   summary+=("$(printf '%-20s %s  %s' "$t" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$counts")")
 done
+# Vulkan: the machine has NVIDIA's driver but no loader; Debian's (carried
+# in .gl/ by prepare.sh) goes in first where none is installed.
+if [ -x "$stage/bin/vulkan_kernels_test" ]; then
+  if ! ldconfig -p | grep -q 'libvulkan\.so\.1'; then
+    for deb in "$root"/.gl/*.deb; do [ -f "$deb" ] && dpkg -x "$deb" /; done
+    ldconfig
+  fi
+  "$stage/bin/vulkan_kernels_test" >"$out/vulkan_kernels_test.log" 2>&1
+  t=vulkan_kernels_test
+  if grep -q '^\[  PASSED  \]' "$out/$t.log" && ! grep -q '^\[  FAILED  \]' "$out/$t.log"; then rc=0; else rc=1; status=1; fi
+  counts=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$t.log" | awk '{printf "%s %d  ", $2, $4}')
+  summary+=("$(printf '%-20s %s  %s' "$t" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$counts")")
+  tests+=("$t")
+fi
 summary+=("tests took ${SECONDS}s")
 if [ -n "${KILN_CUDA_PERF:-}" ]; then
   "$stage/bin/cuda_perf_test" >"$out/cuda_perf_test.log" 2>&1 || status=1
