@@ -28,6 +28,7 @@ stage=$root/.gpu
 out=${OUT:-$stage/logs}
 weights=${KILN_BENCH_WEIGHTS_DIR:-/tmp/kiln-bench}
 mkdir -p "$out" "$weights"
+bash "$root/scripts/gpu/unpack.sh"  # the artifacts travel packed
 # cuBLAS for the matrix probe: the toolkit's, else the one beside PyTorch.
 cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH=$stage/lib:/usr/local/cuda/lib64:${cublas_dir:+$cublas_dir:}${LD_LIBRARY_PATH:-}

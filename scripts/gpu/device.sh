@@ -9,6 +9,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 stage=$root/.gpu
 out=${OUT:-$root/.gpu/logs}
 mkdir -p "$out"
+bash "$root/scripts/gpu/unpack.sh"  # the artifacts travel packed
 export LD_LIBRARY_PATH=$stage/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 export KILN_TESTDATA=$stage/testdata
 export KILN_CUDA_ARTIFACTS=$stage/artifacts

@@ -5,7 +5,8 @@
 # the Vulkan kernel tests from the full build, the shared libraries they need
 # that the device lacks, the artifacts the GPU tests load (compiled with the
 # full kiln in build/) and the goldens; Debian's Vulkan loader debs in .gl/
-# (carry both). Then scripts/gpu/device.sh runs there.
+# (carry both), the artifacts packed as artifacts.tar.xz. Then
+# scripts/gpu/device.sh runs there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 gpu_build=${KILN_GPU_BUILD_DIR:-$root/build-gpu}
@@ -87,4 +88,7 @@ if ! ls "$root"/.gl/libvulkan1_*.deb >/dev/null 2>&1; then
   (cd "$root/.gl" && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 >/dev/null 2>&1) ||
     echo "warning: could not download the Vulkan loader debs into .gl (Vulkan runs there need them)" >&2
 fi
+# A run carries at most 64 MiB: the artifacts travel as one .tar.xz (about a
+# quarter of their size); device.sh and bench.sh unpack it there.
+(cd "$stage" && tar -cf - artifacts | xz -T2 -6 >artifacts.tar.xz && rm -rf artifacts)
 du -sh "$stage"

@@ -9,6 +9,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/.gpu/logs}
 mkdir -p "$out"
 status=0
+bash "$root/scripts/gpu/unpack.sh"
 
 KILN_BENCH_SYNTH_ONLY=1 bash "$root/scripts/gpu/bench.sh" >"$out/synth.txt" 2>&1 &
 synth=$!
@@ -21,7 +22,7 @@ bash "$root/scripts/gpu/bench.sh" >"$out/bench-all.txt" 2>&1 || status=1
   echo
   echo "## GPU tests"
   echo
-  sed -n '/^cuda_/p; /^tests took/p' "$out/device.txt" | sed 's/^/    /'
+  sed -n '/^cuda_/p; /^vulkan_/p; /^tests took/p' "$out/device.txt" | sed 's/^/    /'
   echo
   echo "## kiln bench"
   echo
