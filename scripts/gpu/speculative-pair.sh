@@ -19,6 +19,7 @@ stage=$root/.gpu
 out=${OUT:-$stage/logs}
 dir=${KILN_PAIR_DIR:-/tmp/kiln-pair}
 mkdir -p "$out" "$dir"
+bash "$root/scripts/gpu/unpack.sh"  # the artifacts travel packed
 export LD_LIBRARY_PATH=$stage/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 for name in q15-cuda.kiln q05-cuda.kiln; do
   [ -f "$dir/$name" ] || bash "$root/scripts/gpu/ship.sh" join "$name" "$dir/$name" || exit 1
