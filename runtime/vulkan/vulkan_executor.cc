@@ -65,6 +65,8 @@ class VulkanExecutor final : public Executor {
     // The prefill variant tiled_pipeline runs: its tile and its profile label.
     int64_t tiled_tokens = 1, tiled_columns = 1;
     const char* tiled_label = " (tiled)";
+    // matmul_coopmat reads its activations 16 bytes at a time.
+    bool tiled_reads_16_bytes = false;
     VkDescriptorSet set = VK_NULL_HANDLE;
   };
   absl::Status UploadWeights(const WeightSource& weights);
@@ -287,6 +289,7 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
       d.tiled_tokens = coopmat ? d.planned.coopmat_tokens_per_group : d.planned.tiled_tokens_per_group;
       d.tiled_columns = coopmat ? d.planned.coopmat_columns_per_group : d.planned.tiled_columns_per_group;
       d.tiled_label = coopmat ? " (tensor cores)" : " (tiled)";
+      d.tiled_reads_16_bytes = coopmat;
     }
   }
   return absl::OkStatus();
@@ -448,6 +451,13 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPoo
     const bool decode_variant = p.decode_kernel && B <= p.decode_max_bucket;
     const bool tiled_variant = !decode_variant && p.tiled_kernel && B >= p.tiled_min_bucket;
     const VkPipeline pipeline = decode_variant ? d.decode_pipeline : tiled_variant ? d.tiled_pipeline : d.pipeline;
+    if (tiled_variant && d.tiled_reads_16_bytes && pc.in0 % 4 != 0) {
+      // kiln's plans align every buffer to 256 bytes; another plan gets an
+      // error, not activations read from the wrong place.
+      return absl::FailedPreconditionError(absl::StrCat("vulkan: launch '", l != nullptr ? l->kernel : "?",
+                                                        "': its input's arena offset is not a multiple of 16 bytes at bucket ",
+                                                        B, " (recompile the artifact with this kiln)"));
+    }
     const int64_t wg = p.kernel.workgroup_size;
     const int64_t tokens_per_group = decode_variant ? 1 : tiled_variant ? d.tiled_tokens : p.shape.tokens_per_group;
     const int64_t columns_per_group = decode_variant  ? p.decode_columns_per_group
