@@ -3,9 +3,13 @@
 #include <nvJitLink.h>
 #include <nvrtc.h>
 
+#include <optional>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codegen/ptx/embedded_templates.h"
+#include "codegen/template_dir.h"
 
 namespace kiln::codegen::ptx {
 namespace {
@@ -32,7 +36,8 @@ NvrtcResult RunNvrtc(const std::vector<std::string>& names, uint32_t sm) {
   std::vector<const char*> header_names, header_texts;
   for (const TemplateSource& t : EmbeddedTemplates()) {
     names_z.emplace_back(t.name);
-    texts_z.emplace_back(t.text);
+    std::optional<std::string> from_dir = TemplateFromDir("cuda", t.name);
+    texts_z.emplace_back(from_dir ? *std::move(from_dir) : std::string(t.text));
   }
   for (size_t i = 0; i < names_z.size(); ++i) {
     header_names.push_back(names_z[i].c_str());

@@ -2,12 +2,14 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "codegen/spirv/spirv_templates.h"
+#include "codegen/template_dir.h"
 #include "glslang/Public/ResourceLimits.h"
 #include "glslang/Public/ShaderLang.h"
 #include "glslang/SPIRV/GlslangToSpv.h"
@@ -27,6 +29,16 @@ absl::Status InstanceError(const KernelInstance& k, const std::string& what) {
 }
 
 absl::StatusOr<std::string_view> TemplateText(const std::string& file) {
+  // KILN_KERNEL_TEMPLATES' copy where it has one, kept for the process (a
+  // view into it outlives the call).
+  if (std::optional<std::string> text = TemplateFromDir("vulkan", file)) {
+    static std::mutex mu;
+    static std::map<std::string, std::string> from_dir;
+    std::lock_guard<std::mutex> lock(mu);
+    std::string& kept = from_dir[file];
+    if (kept != *text) kept = *std::move(text);
+    return std::string_view(kept);
+  }
   for (const EmbeddedTemplate& t : EmbeddedTemplates()) {
     if (t.file == file) return t.text;
   }

@@ -3,11 +3,13 @@
 // (never a crash), codegen errors name the template and its constants, and
 // `kiln inspect` lists each module of a compiled artifact.
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "codegen/spirv/spirv_templates.h"
 #include "runtime/vulkan/vulkan_bundle.h"
 #include "tests/test_support.h"
 #include "tests/vulkan/vulkan_test_plan.h"
@@ -135,6 +137,30 @@ TEST(VulkanBundle, CompileErrorsNameTheTemplateAndConstants) {
   k.template_name = "embedding";
   k.constants = {{"WG", "64"}, {"WIDTH", "32"}, {"W0", "iq2_xs"}, {"W0_COLS", "32"}};
   EXPECT_FALSE(codegen::spirv::CompileInstance(k).ok());
+}
+
+// KILN_KERNEL_TEMPLATES=DIR: DIR/vulkan/<file> replaces the embedded template
+// of that name (here one that stops glslang with its own message), and only
+// while the variable is set.
+TEST(VulkanBundle, KernelTemplatesFolderReplacesAnEmbeddedTemplate) {
+  vulkan::KernelInstance k;
+  k.template_name = "rms_norm";
+  k.constants = {{"WG", "64"}, {"WIDTH", "32"}, {"EPS", "1e-5"}};
+  ASSERT_TRUE(codegen::spirv::CompileInstance(k).ok());
+  const std::filesystem::path dir = ScratchDir("kernel_templates");
+  std::filesystem::create_directories(dir / "vulkan");
+  std::string text;
+  for (const codegen::spirv::EmbeddedTemplate& t : codegen::spirv::EmbeddedTemplates()) {
+    if (t.file == "rms_norm.comp") text = std::string(t.text);
+  }
+  ASSERT_FALSE(text.empty());
+  std::ofstream(dir / "vulkan" / "rms_norm.comp") << text << "\n#error rms_norm from the templates folder\n";
+  setenv("KILN_KERNEL_TEMPLATES", dir.c_str(), 1);
+  absl::StatusOr<std::vector<uint32_t>> words = codegen::spirv::CompileInstance(k);
+  unsetenv("KILN_KERNEL_TEMPLATES");
+  ASSERT_FALSE(words.ok());
+  EXPECT_THAT(std::string(words.status().message()), ::testing::HasSubstr("rms_norm from the templates folder"));
+  EXPECT_TRUE(codegen::spirv::CompileInstance(k).ok());
 }
 
 TEST(VulkanBundle, UnsupportedLaunchIsAnErrorNamingIt) {
