@@ -93,6 +93,14 @@ uint attention_chunk(uint pos, uint splits, uint min_chunk) { return max((pos + 
 #define ST_INT4 13
 #define ST_INT2 14
 
+// q4_K sub-block s's 6-bit scale and min (x, y), from the three 32-bit words
+// y, z, w of the block's 12 scale bytes (the words after d and dmin).
+vec2 q4k_scale_min(uint y, uint z, uint w, uint s) {
+  const uint sh = 8u * (s & 3u);
+  const uint by = (y >> sh) & 0xFFu, bz = (z >> sh) & 0xFFu, bw = (w >> sh) & 0xFFu;
+  return vec2(s < 4u ? by & 63u : (bw & 15u) | ((by >> 6) << 4), s < 4u ? bz & 63u : (bw >> 4) | ((bz >> 6) << 4));
+}
+
 // (word >> (shift + 8 i)) & mask for the four bytes i of a word: four codes
 // of a weight block at once.
 vec4 byte_fields(uint word, uint shift, uint mask) {

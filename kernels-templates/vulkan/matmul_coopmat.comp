@@ -170,11 +170,8 @@ void stage_step(uint k0, uint n0) {
       const uvec4 head = w_head[j], codes = w_codes[j];
       const uint sb = (k0 % 256u) / 32u + part / 2u;
       const vec2 dm = unpackHalf2x16(head.x);
-      const uint sh = 8u * (sb & 3u);
-      const uint by = (head.y >> sh) & 0xFFu, bz = (head.z >> sh) & 0xFFu, bw = (head.w >> sh) & 0xFFu;
-      const float sc = float(sb < 4u ? by & 63u : (bw & 15u) | ((by >> 6) << 4));
-      const float mn = float(sb < 4u ? bz & 63u : (bw >> 4) | ((bz >> 6) << 4));
-      const f16vec2 d2 = f16vec2(float16_t(dm.x * sc)), m2 = f16vec2(float16_t(dm.y * mn));
+      const vec2 sm = q4k_scale_min(head.y, head.z, head.w, sb);
+      const f16vec2 d2 = f16vec2(float16_t(dm.x * sm.x)), m2 = f16vec2(float16_t(dm.y * sm.y));
       const f16vec2 k1024 = f16vec2(float16_t(1024.0));
       const uint nib = 4u * (sb % 2u);
       for (uint p = 0u; p < 4u; ++p) {

@@ -145,13 +145,12 @@ uint q4k_at(uint row, uint gc) { return row * (K / 256u * 9u) + (gc / 8u) * 9u; 
 // xh (sums sum_lo, sum_hi).
 float q4k_dot(uvec4 head, uvec4 codes, uint gc, vec4 xl[4], vec4 xh[4], float sum_lo, float sum_hi) {
   const vec2 dm = unpackHalf2x16(head.x);
-  const uint q = gc % 8u, s = 2u * (q / 2u), u = 8u * (s & 3u);
+  const uint q = gc % 8u, s = 2u * (q / 2u);
   float sc[2], mn[2];
   for (uint i = 0u; i < 2u; ++i) {
-    const uint sh = u + 8u * i;
-    const uint by = (head.y >> sh) & 0xFFu, bz = (head.z >> sh) & 0xFFu, bw = (head.w >> sh) & 0xFFu;
-    sc[i] = float(s < 4u ? by & 63u : (bw & 15u) | ((by >> 6) << 4));
-    mn[i] = float(s < 4u ? bz & 63u : (bw >> 4) | ((bz >> 6) << 4));
+    const vec2 sm = q4k_scale_min(head.y, head.z, head.w, s + i);
+    sc[i] = sm.x;
+    mn[i] = sm.y;
   }
   const float lo = dot(nibbles_lo(codes.x), xl[0]) + dot(nibbles_lo(codes.y), xl[1]) +
                    dot(nibbles_lo(codes.z), xl[2]) + dot(nibbles_lo(codes.w), xl[3]);
@@ -280,17 +279,16 @@ void main() {
         const uvec4 xl = xq_[(c / 32u) * 64u + c % 32u], xh = xq_[(c / 32u) * 64u + 32u + c % 32u];
         const uint g = (c / 8u) * 8u + 2u * ((c % 8u) / 2u);
         const float dx_lo = xd_[g], dx_hi = xd_[g + 1u], sum_lo = xsum_[2u * c], sum_hi = xsum_[2u * c + 1u];
-        const uint s = 2u * ((c % 8u) / 2u), sh0 = 8u * (s & 3u);
+        const uint s = 2u * ((c % 8u) / 2u);
         for (uint r = 0u; r < R; ++r) {
           for (uint w = 0u; w < NACC; ++w) {
             const uvec4 head = head_of[r][w], q = codes_of[r][w];
             const vec2 dm = unpackHalf2x16(head.x);
             float sc[2], mn[2];
             for (uint i = 0u; i < 2u; ++i) {
-              const uint sh = sh0 + 8u * i;
-              const uint by = (head.y >> sh) & 0xFFu, bz = (head.z >> sh) & 0xFFu, bw = (head.w >> sh) & 0xFFu;
-              sc[i] = float(s < 4u ? by & 63u : (bw & 15u) | ((by >> 6) << 4));
-              mn[i] = float(s < 4u ? bz & 63u : (bw >> 4) | ((bz >> 6) << 4));
+              const vec2 sm = q4k_scale_min(head.y, head.z, head.w, s + i);
+              sc[i] = sm.x;
+              mn[i] = sm.y;
             }
             const int lo = dot16(xl, q & 0x0F0F0F0Fu), hi = dot16(xh, (q >> 4) & 0x0F0F0F0Fu);
             acc[r * NACC + w] += dm.x * (sc[0] * (dx_lo * float(lo) + 8.0 * sum_lo) + sc[1] * (dx_hi * float(hi) + 8.0 * sum_hi)) -

@@ -175,16 +175,14 @@ vec4 WREAD4(uint row, uint e) {
 // sum_lo / sum_hi:  sum (d sc q - dmin mn) x = d sc sum q x - dmin mn sum x.
 float WDOTQ4K(uint row, uint c, vec4 xl[4], vec4 xh[4], float sum_lo, float sum_hi) {
   const uint b = (row * WROW_BYTES) / 4u + (c / 8u) * 36u;
-  const uint q = c % 8u, s = 2u * (q / 2u), u = 8u * (s & 3u);
+  const uint q = c % 8u, s = 2u * (q / 2u);
   const vec2 dm = unpackHalf2x16(WBUF[b]);
   const uint y = WBUF[b + 1u], z = WBUF[b + 2u], w = WBUF[b + 3u];
-  // Sub-blocks s (even) and s + 1 share byte lane u / 8 + 0 or 1 of y, z, w.
   float sc[2], mn[2];
   for (uint i = 0u; i < 2u; ++i) {
-    const uint sh = u + 8u * i;
-    const uint by = (y >> sh) & 0xFFu, bz = (z >> sh) & 0xFFu, bw = (w >> sh) & 0xFFu;
-    sc[i] = float(s < 4u ? by & 63u : (bw & 15u) | ((by >> 6) << 4));
-    mn[i] = float(s < 4u ? bz & 63u : (bw >> 4) | ((bz >> 6) << 4));
+    const vec2 sm = q4k_scale_min(y, z, w, s + i);
+    sc[i] = sm.x;
+    mn[i] = sm.y;
   }
   float lo = 0.0, hi = 0.0;
   for (uint i = 0u; i < 4u; ++i) {
