@@ -78,8 +78,10 @@ __device__ __forceinline__ const unsigned short* TileWeightRow(const MatmulParam
 // The end of the small-bucket tensor-core kernels: kWarps warps each hold
 // sums over their slice of K for the same 16-row MMA tiles x 8 tokens (C
 // fragments: rows g, g + 8 of tile t, tokens 2q, 2q + 1); warp 0 adds them
-// and stores outputs n0 + 16 t + ... of tokens t0 + ... below `rows`.
-template <int kWarps, int kEpilogue, int kTiles, int kParts>
+// and stores outputs n0 + 16 t + ... of tokens t0 + ... below `rows`. With
+// kTokenTiles the tiles are 8-token tiles of the same 16 rows instead:
+// outputs n0 + ... of tokens t0 + 8 t + ....
+template <int kWarps, int kEpilogue, int kTiles, int kParts, bool kTokenTiles = false>
 __device__ __forceinline__ void AddWarpSlicesAndStore(const MatmulParams& p, float (&acc)[kTiles][kParts][4], int n0,
                                                       int t0, int rows) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
@@ -104,7 +106,8 @@ __device__ __forceinline__ void AddWarpSlicesAndStore(const MatmulParams& p, flo
   for (int t = 0; t < kTiles; ++t)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      const int tok = t0 + 2 * q + (r % 2), out = n0 + 16 * t + 8 * (r / 2) + g;
+      const int tok = t0 + (kTokenTiles ? 8 * t : 0) + 2 * q + (r % 2);
+      const int out = n0 + (kTokenTiles ? 0 : 16 * t) + 8 * (r / 2) + g;
       if (out < p.total_n && tok < rows) StoreOutput<kEpilogue>(p, tok, out, acc[t][0][r], acc[t][kParts - 1][r]);
     }
 }

@@ -17,8 +17,11 @@
 // sub-block it was ~30 instructions, the kernel's bound).
 //
 // A block computes kTileInt8Rows outputs (silu_mul: each a gate and an up
-// row) x 8 tokens; its kTileInt8Warps warps split K by 256-element units
-// and warp 0 adds their sums and applies the epilogue.
+// row) x 8 kTokenTiles tokens; its kTileInt8Warps warps split K by
+// 256-element units and warp 0 adds their sums and applies the epilogue.
+// With two token tiles a block's weight loads and nibble unpacking serve
+// 16 tokens (steps of 9-63 tokens), where two blocks side by side did each
+// once.
 #pragma once
 
 #include "common.cuh"
@@ -166,12 +169,12 @@ __device__ __forceinline__ TileInt8Scales UnpackTileInt8Scales(const uint4& h) {
   return s;
 }
 
-// grid (ceil(bucket / 8), ceil(total_n / kTileInt8Rows)), kTileInt8Warps
-// warps. Each warp walks its units of K (u = warp, warp + kTileInt8Warps,
+// grid (ceil(bucket / (8 kTokenTiles)), ceil(total_n / kTileInt8Rows)),
+// kTileInt8Warps warps. Each warp walks its units of K (u = warp, warp + kTileInt8Warps,
 // ...), one unit's loads at a time (keeping the next unit's loads in
 // flight during this one's MMAs, in registers, was 2-3% slower for
 // launches of one weight per row; gate and up's two have no registers left).
-template <class S, int kEpilogue>
+template <class S, int kEpilogue, int kTokenTiles>
 __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kernel(MatmulParams p) {
   static_assert(S::kBlockElems == 256 && S::kBlockBytes == 144, "q4_K only");
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
@@ -179,7 +182,8 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
   // Token tiles are the grid's x: the blocks of one set of weight rows run
   // side by side, so a step of several tiles reads those rows from DRAM
   // once and from L2 for the rest.
-  const int t0 = blockIdx.x * kTileInt8Tokens;
+  constexpr int kT = kTokenTiles;
+  const int t0 = blockIdx.x * kTileInt8Tokens * kT;
   if (t0 >= rows) return;
   const int n0 = blockIdx.y * kTileInt8Rows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
@@ -193,20 +197,26 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
 #pragma unroll
     for (int w = 0; w < kParts; ++w) wrow[h][w] = Pick(p.w, weight + w) + static_cast<long long>(row) * p.row_bytes;
   }
-  // Token g's codes and sums (the B fragments), the scales of tokens 2q and
-  // 2q + 1 (the C fragment's columns). Past the step's rows: the last row
-  // again, whose sums are not stored.
+  // Per token tile: token g's codes and sums (the B fragments), the scales
+  // of tokens 2q and 2q + 1 (the C fragment's columns). Past the step's
+  // rows: the last row again, whose sums are not stored.
   const int units = p.k / 256;
-  const int tg = min(t0 + g, rows - 1), ta = min(t0 + 2 * q, rows - 1), tb = min(t0 + 2 * q + 1, rows - 1);
-  const signed char* xc = p.x_i8 + static_cast<long long>(tg) * p.k;
-  const unsigned* xs = reinterpret_cast<const unsigned*>(p.x_i8_sums) + static_cast<long long>(tg) * units * 8;
+  // (Token indices, not pointers: two token tiles' pointers spilled gate/up.)
+  int tg[kT], ta[kT], tb[kT];
+#pragma unroll
+  for (int i = 0; i < kT; ++i) {
+    const int tt = t0 + 8 * i;
+    tg[i] = min(tt + g, rows - 1);
+    ta[i] = min(tt + 2 * q, rows - 1);
+    tb[i] = min(tt + 2 * q + 1, rows - 1);
+  }
   const int mine = warp < units ? (units - 1 - warp) / kTileInt8Warps + 1 : 0;  // units this warp walks
 
   struct Unit {
     TileInt8Block blk[2][kParts];
-    uint2 xq[8];
-    unsigned r, s;     // token g's R and S of sub-blocks 2q, 2q + 1 (f16 pairs)
-    float dxa, dxb;    // the scales of tokens 2q, 2q + 1
+    uint2 xq[kT][8];
+    unsigned r[kT], s[kT];     // token g's R and S of sub-blocks 2q, 2q + 1 (f16 pairs)
+    float dxa[kT], dxb[kT];    // the scales of tokens 2q, 2q + 1
   };
   Unit in;
   auto load = [&](Unit& d, int u) {
@@ -215,25 +225,38 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
 #pragma unroll
       for (int w = 0; w < kParts; ++w) d.blk[h][w] = LoadTileInt8Block(wrow[h][w], u, q);
 #pragma unroll
-    for (int s = 0; s < 8; ++s) d.xq[s] = __ldg(reinterpret_cast<const uint2*>(xc + 256 * u + 32 * s + 8 * q));
-    d.r = __ldg(xs + 8 * u + q);
-    d.s = __ldg(xs + 8 * u + 4 + q);
-    d.dxa = __ldg(p.x_i8_scales + static_cast<long long>(ta) * units + u);
-    d.dxb = __ldg(p.x_i8_scales + static_cast<long long>(tb) * units + u);
+    for (int i = 0; i < kT; ++i) {
+#pragma unroll
+      for (int s = 0; s < 8; ++s) {
+        d.xq[i][s] = __ldg(reinterpret_cast<const uint2*>(p.x_i8 + tg[i] * p.k + 256 * u + 32 * s + 8 * q));
+      }
+      const unsigned* xs = reinterpret_cast<const unsigned*>(p.x_i8_sums) + (tg[i] * units + u) * 8;
+      d.r[i] = __ldg(xs + q);
+      d.s[i] = __ldg(xs + 4 + q);
+      d.dxa[i] = __ldg(p.x_i8_scales + ta[i] * units + u);
+      d.dxb[i] = __ldg(p.x_i8_scales + tb[i] * units + u);
+    }
   };
   if (mine > 0) load(in, warp);
 
-  float acc[1][kParts][4];
+  float acc[kT][kParts][4];
 #pragma unroll
-  for (int w = 0; w < kParts; ++w)
+  for (int i = 0; i < kT; ++i)
 #pragma unroll
-    for (int r = 0; r < 4; ++r) acc[0][w][r] = 0.0f;
+    for (int w = 0; w < kParts; ++w)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[i][w][r] = 0.0f;
 
   auto compute = [&](const Unit& d) {
 #pragma unroll
     for (int w = 0; w < kParts; ++w) {
       const TileInt8Scales k[2] = {UnpackTileInt8Scales(d.blk[0][w].head), UnpackTileInt8Scales(d.blk[1][w].head)};
-      int isum[4] = {0, 0, 0, 0};  // sum_s sc_s sum_i q_i c_i: (row g, tokens 2q, 2q + 1), (row g + 8, ...)
+      // Per token tile, sum_s sc_s sum_i q_i c_i: (row g, tokens 2q, 2q + 1), (row g + 8, ...)
+      int isum[kT][4];
+#pragma unroll
+      for (int i = 0; i < kT; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) isum[i][r] = 0;
 #pragma unroll
       for (int s = 0; s < 8; ++s) {
         const int c = s / 2, shift = 4 * (s % 2);
@@ -242,15 +265,18 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
         // Thread q's 8 elements of the sub-block (k order 8q ..) for rows g, g + 8.
         const unsigned a[4] = {(r0.qs[c].x >> shift) & 0x0F0F0F0Fu, (r1.qs[c].x >> shift) & 0x0F0F0F0Fu,
                                (r0.qs[c].y >> shift) & 0x0F0F0F0Fu, (r1.qs[c].y >> shift) & 0x0F0F0F0Fu};
-        const unsigned b[2] = {d.xq[s].x, d.xq[s].y};
-        int part[4] = {0, 0, 0, 0};
-        MmaS8(part, a, b);
         const int sc0 = static_cast<int>(__byte_perm(s < 4 ? k[0].sc03 : k[0].sc47, 0u, 0x4440u | (s % 4)));
         const int sc1 = static_cast<int>(__byte_perm(s < 4 ? k[1].sc03 : k[1].sc47, 0u, 0x4440u | (s % 4)));
-        isum[0] += sc0 * part[0];
-        isum[1] += sc0 * part[1];
-        isum[2] += sc1 * part[2];
-        isum[3] += sc1 * part[3];
+#pragma unroll
+        for (int i = 0; i < kT; ++i) {
+          const unsigned b[2] = {d.xq[i][s].x, d.xq[i][s].y};
+          int part[4] = {0, 0, 0, 0};
+          MmaS8(part, a, b);
+          isum[i][0] += sc0 * part[0];
+          isum[i][1] += sc0 * part[1];
+          isum[i][2] += sc1 * part[2];
+          isum[i][3] += sc1 * part[3];
+        }
       }
       // The unit's 8 d sc_s R_s - dmin mn_s S_s for the same rows and
       // tokens: A rows g, g + 8 at k = 2q, 2q + 1 (scales) and 2q + 8, 2q + 9
@@ -266,13 +292,16 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
         bias_a[h] = PackHalf2(ScaledByte(scw, byte, 8.0f * k[h].d), ScaledByte(scw, byte + 1, 8.0f * k[h].d));
         bias_a[2 + h] = PackHalf2(ScaledByte(mnw, byte, -k[h].dmin), ScaledByte(mnw, byte + 1, -k[h].dmin));
       }
-      const unsigned bias_b[2] = {d.r, d.s};
-      float unit[4];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) unit[r] = k[r / 2].d * static_cast<float>(isum[r]);
-      MmaF16(unit, bias_a, bias_b);
+      for (int i = 0; i < kT; ++i) {
+        const unsigned bias_b[2] = {d.r[i], d.s[i]};
+        float unit[4];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) acc[0][w][r] = fmaf(r % 2 == 0 ? d.dxa : d.dxb, unit[r], acc[0][w][r]);
+        for (int r = 0; r < 4; ++r) unit[r] = k[r / 2].d * static_cast<float>(isum[i][r]);
+        MmaF16(unit, bias_a, bias_b);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[i][w][r] = fmaf(r % 2 == 0 ? d.dxa[i] : d.dxb[i], unit[r], acc[i][w][r]);
+      }
     }
   };
   for (int j = 0; j < mine; ++j) {
@@ -280,7 +309,7 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
     if (j + 1 < mine) load(in, warp + kTileInt8Warps * (j + 1));
   }
 
-  AddWarpSlicesAndStore<kTileInt8Warps, kEpilogue>(p, acc, n0, t0, rows);
+  AddWarpSlicesAndStore<kTileInt8Warps, kEpilogue, kT, kParts, true>(p, acc, n0, t0, rows);
 }
 
 }  // namespace kiln

@@ -44,7 +44,9 @@ namespace kiln::cuda {
 // 11: q8_0's one-token decode runs matmul_stream_kernel on sm_90 (a 14th
 // matmul slot).
 // 12: q4_K's matmul_kernel reads scale tables made at load (MatmulParams::tables).
-constexpr uint32_t kBundleVersion = 12;
+// 13: matmul_tile_int8_kernel takes its token tiles per block (a 16th
+// matmul slot: two tiles, for buckets of 9-63 tokens).
+constexpr uint32_t kBundleVersion = 13;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

@@ -163,6 +163,7 @@ class CudaExecutor final : public Executor {
   int64_t resident_f16_bytes_ = 0;
   bool wgmma_ = false;  // the prefill matmul on matmul_f16_wgmma_kernel
   bool tile_int8_ = true;  // q4_K's small buckets on matmul_tile_int8_kernel
+  bool tile_int8_wide_ = true;  // its buckets of 9-63 tokens 16 tokens a block
   bool pair_tile_ = true;  // q4_K's and q8_0's two-token buckets on matmul_kernel, tile 2
   bool k_splits_ = true;   // the wgmma prefill matmul cuts K where its tiles are few
   bool stream_decode_ = false;  // q8_0's one-token decode on matmul_stream_kernel (sm_90)
@@ -339,6 +340,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   // q4_K's buckets of 2-63 tokens run on the integer tensor cores
   // (KILN_CUDA_TILE_INT8=0: on matmul_tile_tc_kernel's f16 path).
   ex->tile_int8_ = SwitchOn("KILN_CUDA_TILE_INT8");
+  // Its buckets of more than 8 tokens take two 8-token tiles a block, so a
+  // block's weight loads and unpacking serve 16 tokens
+  // (KILN_CUDA_TILE_INT8_WIDE=0: one tile a block, blocks side by side).
+  ex->tile_int8_wide_ = SwitchOn("KILN_CUDA_TILE_INT8_WIDE");
   // q4_K's and q8_0's two-token buckets run like decode (KILN_CUDA_PAIR_TILE=0: on the tile kernels).
   ex->pair_tile_ = SwitchOn("KILN_CUDA_PAIR_TILE");
   // Where its tiles are few, the wgmma matmul cuts K into slices (KILN_CUDA_K_SPLITS=0: never).
@@ -823,8 +828,11 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           mp.x_i8_scales = ip.scales;
           launched = launch(rc.functions[kActivationsInt8Slot], max_rows, 1, kActivationsInt8Threads, 0, &ip);
           if (launched.ok()) {
-            launched = launch(rc.functions[kMatmulTileInt8Slot], (max_rows + kTileInt8Tokens - 1) / kTileInt8Tokens,
-                              (mp.total_n + kTileInt8Rows - 1) / kTileInt8Rows, 32 * kTileInt8Warps, 0, &mp);
+            const bool wide = tile_int8_wide_ && max_rows > kTileInt8Tokens;
+            const int tokens = wide ? 2 * kTileInt8Tokens : kTileInt8Tokens;
+            launched = launch(rc.functions[wide ? kMatmulTileInt8WideSlot : kMatmulTileInt8Slot],
+                              (max_rows + tokens - 1) / tokens, (mp.total_n + kTileInt8Rows - 1) / kTileInt8Rows,
+                              32 * kTileInt8Warps, 0, &mp);
           }
         } else if (!pair && max_rows > 1 && rc.call.has_tile_tc() && mp.k % 32 == 0) {
           // Buckets of 2-63 tokens, and the logit rows of larger ones (few:

@@ -44,7 +44,9 @@ KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, 
   if (storage_template == "kiln::StorageQ4_K") {
     c.names[kQ4KTableSlot] = "kiln::q4k_scale_table_kernel";
     c.names[kActivationsInt8Slot] = absl::StrCat("kiln::activations_int8_kernel<", norm_arg, ">");
-    c.names[kMatmulTileInt8Slot] = absl::StrCat("kiln::matmul_tile_int8_kernel<", storage_template, ", ", epilogue, ">");
+    c.names[kMatmulTileInt8Slot] = absl::StrCat("kiln::matmul_tile_int8_kernel<", storage_template, ", ", epilogue, ", 1>");
+    c.names[kMatmulTileInt8WideSlot] =
+        absl::StrCat("kiln::matmul_tile_int8_kernel<", storage_template, ", ", epilogue, ", 2>");
   }
   // The storages whose decode lanes take int8 activations: two-token steps
   // run like decode.

@@ -63,7 +63,8 @@ enum MatmulSlot : int {
   kMatmulPairSlot = 12,        // matmul_kernel, tile 2: two-token buckets of q4_K and q8_0, run like decode
   kMatmulStreamSlot = 13,      // matmul_stream_kernel: [0] for q8_0 on sm_90, weights streamed by the copy engine
   kQ4KTableSlot = 14,          // q4k_scale_table_kernel: q4_K's scale tables for [0] and [12], made at load
-  kMatmulSlots = 15,
+  kMatmulTileInt8WideSlot = 15,  // matmul_tile_int8_kernel, two token tiles a block: [10] for buckets of 9-63 tokens
+  kMatmulSlots = 16,
 };
 
 struct KernelCall {
