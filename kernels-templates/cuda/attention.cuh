@@ -9,6 +9,9 @@
 // With one slice the block writes the output; with several (decode: few
 // tokens, long contexts) each writes a partial state, and the last slice of
 // a (token, head) to finish (an atomic count) merges them: no combine launch.
+// Steps with no prefill tiles (p.append) need no kv_append launch either:
+// attention_kernel reads the rows of this step's positions from k and v and
+// writes each token's row to the pool for the steps after.
 #pragma once
 
 #include "common.cuh"
@@ -90,12 +93,15 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   for (int d = threadIdx.x; d < kD; d += blockDim.x) {
     q[d] = (p.use_rope ? RopeElement(p.rope, qsrc, d, pos) : qsrc[d]) * p.scale;
   }
-  // One-token steps append their K/V row here rather than in kv_append: the
-  // slice holding the position reads the row from k/v (no block reads it
-  // from the pool this step), and one block per KV head (its first query
-  // head's) writes it for the steps after.
+  // Steps without prefill tiles append their K/V rows here rather than in
+  // kv_append: a sequence's positions of this step (first_pos .. pos, its
+  // tokens q0 ..) are read from k/v (no block reads them from the pool this
+  // step), and one block per token and KV head (the first query head's, the
+  // slice holding pos) writes the token's row for the steps after.
   const float* ksrc = p.k + static_cast<long long>(t) * p.pool.kv_heads * kD + kv_head * kD;
   const float* vsrc = p.v + static_cast<long long>(t) * p.pool.kv_heads * kD + kv_head * kD;
+  const int q0 = p.query_starts[s];
+  const int first_pos = p.append ? p.positions[q0] : n;
   if (p.append && pos < end && h % (p.num_heads / p.pool.kv_heads) == 0) {
     const int page = table[pos / page_size], slot = pos % page_size;
     float* krow = const_cast<float*>(PoolRow(p.pool, p.layer, 0, page, slot)) + kv_head * kD;
@@ -125,12 +131,15 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
       const int page = table[j / page_size], slot = j % page_size;
       const float* krow = PoolRow(p.pool, p.layer, 0, page, slot) + kv_head * kD;
       const float* vrow = PoolRow(p.pool, p.layer, 1, page, slot) + kv_head * kD;
-      if (p.append && j == pos) {  // this step's row, from q/k/v (uniform per warp)
+      if (j >= first_pos) {  // a row of this step, from k/v (uniform per warp)
+        const long long tj = q0 + (j - first_pos);
+        const float* kj = p.k + tj * p.pool.kv_heads * kD + kv_head * kD;
+        const float* vj = p.v + tj * p.pool.kv_heads * kD + kv_head * kD;
 #pragma unroll
         for (int g = 0; g < kGroups; ++g) {
           const int d = lane + 32 * g;
-          kr[u][g] = d < kD ? (p.use_rope ? RopeElement(p.rope, ksrc, d, pos) : ksrc[d]) : 0.0f;
-          vr[u][g] = d < kD ? vsrc[d] : 0.0f;
+          kr[u][g] = d < kD ? (p.use_rope ? RopeElement(p.rope, kj, d, j) : kj[d]) : 0.0f;
+          vr[u][g] = d < kD ? vj[d] : 0.0f;
         }
         continue;
       }

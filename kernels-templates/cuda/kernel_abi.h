@@ -82,6 +82,21 @@ constexpr int kTileTcRowsPerBlock = 32, kTileTcTokensPerBlock = 8;
 // MMAs and the reduction, then ran without another's to overlap them). 16
 // outputs, not 32: o and down (4096 outputs) fill the GPU with 256 blocks.
 constexpr int kTileInt8Warps = 8, kTileInt8Tokens = 8, kTileInt8Rows = 16;
+// Its 16-row tiles a block (MatmulParams::tile_row_tiles): the most of 1, 2
+// and 4 that still leave 7/4 blocks per SM. Fewer, larger blocks pay the
+// block's start and its reduction of the warps' sums fewer times, but each
+// warp then walks more of K one unit at a time. H200, steps of 8 / 16 / 32
+// sequences (the 8B, ms): every launch at 1 tile 3.47 / 4.41 / 7.19, at 2
+// 3.40 / 4.23 / 6.59, at 4 for launches of more than 4096 rows and 1 for
+// the others 3.29 / 4.09 / 6.84, and 4 and 2: 3.38 / 4.18 / 6.43.
+KILN_ABI_FN int TileInt8RowTiles(int total_n, int token_blocks, int multiprocessors) {
+  int tiles = 4;
+  while (tiles > 1 && 4 * ((total_n + kTileInt8Rows * tiles - 1) / (kTileInt8Rows * tiles)) * token_blocks <
+                          7 * multiprocessors) {
+    tiles /= 2;
+  }
+  return tiles;
+}
 // activations_int8_kernel: a block of kActivationsInt8Threads per row,
 // kActivationsInt8Batch runs of 4 elements per thread in flight.
 constexpr int kActivationsInt8Threads = 1024, kActivationsInt8Batch = 4;
@@ -141,6 +156,7 @@ struct MatmulParams {
   const signed char* x_i8;     // matmul_tile_int8_kernel: activations_int8_kernel's codes,
   const unsigned short* x_i8_sums;  // its sums,
   const float* x_i8_scales;         // and its scales
+  int tile_row_tiles;               // matmul_tile_int8_kernel: 16-row tiles a block (1, 2, 4 or 8)
   // matmul_f16_wgmma_kernel over k_splits > 1 slices of K (grid z): each
   // slice's raw tile sums go to k_partials [k_splits, max_rows,
   // WgmmaPartialStride] and matmul_split_sum_kernel adds them in slice order
@@ -326,8 +342,8 @@ struct AttentionParams {
   // 1 where attention_prefill_kernel ran first: tiles of kPrefillTileTokens
   // tokens of one sequence are done, and attention_kernel skips their tokens.
   int prefill_tiles;
-  // 1 in one-token buckets: attention_kernel appends the step's K/V row
-  // (no kv_append launch).
+  // 1 in steps without prefill tiles: attention_kernel reads the step's own
+  // K/V rows from k/v and appends them (no kv_append launch).
   int append;
 };
 

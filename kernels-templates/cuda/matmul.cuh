@@ -80,10 +80,12 @@ __device__ __forceinline__ const unsigned short* TileWeightRow(const MatmulParam
 // fragments: rows g, g + 8 of tile t, tokens 2q, 2q + 1); warp 0 adds them
 // and stores outputs n0 + 16 t + ... of tokens t0 + ... below `rows`. With
 // kTokenTiles the tiles are 8-token tiles of the same 16 rows instead:
-// outputs n0 + ... of tokens t0 + 8 t + ....
+// outputs n0 + ... of tokens t0 + 8 t + .... With `groups` > 1, warp w
+// holds rows of group w % groups (outputs from n0 + group_rows (w %
+// groups)), and warps 0 .. groups - 1 each add and store their group's.
 template <int kWarps, int kEpilogue, int kTiles, int kParts, bool kTokenTiles = false>
 __device__ __forceinline__ void AddWarpSlicesAndStore(const MatmulParams& p, float (&acc)[kTiles][kParts][4], int n0,
-                                                      int t0, int rows) {
+                                                      int t0, int rows, int groups = 1, int group_rows = 0) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   constexpr int kSums = kTiles * kParts * 4;
   __shared__ float partial[kWarps][kSums][32];
@@ -94,12 +96,16 @@ __device__ __forceinline__ void AddWarpSlicesAndStore(const MatmulParams& p, flo
 #pragma unroll
       for (int r = 0; r < 4; ++r) partial[warp][(t * kParts + w) * 4 + r][lane] = acc[t][w][r];
   __syncthreads();
-  if (warp != 0) return;
+  if (warp >= groups) return;
+  n0 += group_rows * warp;
 #pragma unroll
   for (int i = 0; i < kSums; ++i) {
     float v = 0.0f;
+    // Unrolled (a loop of runtime bound here cost the int8 tile kernels ~10%).
 #pragma unroll
-    for (int wp = 0; wp < kWarps; ++wp) v += partial[wp][i][lane];
+    for (int j = 0; j < kWarps; ++j) {
+      if (warp + groups * j < kWarps) v += partial[warp + groups * j][i][lane];
+    }
     acc[i / (4 * kParts)][(i / 4) % kParts][i % 4] = v;
   }
 #pragma unroll

@@ -16,9 +16,14 @@
 // permutes and four integer multiply-adds (with a float scale per
 // sub-block it was ~30 instructions, the kernel's bound).
 //
-// A block computes kTileInt8Rows outputs (silu_mul: each a gate and an up
-// row) x 8 kTokenTiles tokens; its kTileInt8Warps warps split K by
-// 256-element units and warp 0 adds their sums and applies the epilogue.
+// A block computes tile_row_tiles x kTileInt8Rows outputs (silu_mul: each
+// a gate and an up row) x 8 kTokenTiles tokens: its kTileInt8Warps warps
+// take a row tile each (warp % tile_row_tiles) and split K by 256-element
+// units with the other warps of that tile; a warp of each tile adds their
+// sums and applies the epilogue. Warps of several row tiles read the same
+// activations at about the same time, from L1 for all but the first: the
+// activations' L2 traffic, which at 16 tokens is about the weights' own,
+// falls with the tiles a block has.
 // With two token tiles a block's weight loads and nibble unpacking serve
 // 16 tokens (steps of 9-63 tokens), where two blocks side by side did each
 // once.
@@ -169,8 +174,8 @@ __device__ __forceinline__ TileInt8Scales UnpackTileInt8Scales(const uint4& h) {
   return s;
 }
 
-// grid (ceil(bucket / (8 kTokenTiles)), ceil(total_n / kTileInt8Rows)),
-// kTileInt8Warps warps. Each warp walks its units of K (u = warp, warp + kTileInt8Warps,
+// grid (ceil(bucket / (8 kTokenTiles)), ceil(total_n / (kTileInt8Rows
+// tile_row_tiles))), kTileInt8Warps warps. Each warp walks its units of K (u = warp, warp + kTileInt8Warps,
 // ...), one unit's loads at a time (keeping the next unit's loads in
 // flight during this one's MMAs, in registers, was 2-3% slower for
 // launches of one weight per row; gate and up's two have no registers left).
@@ -185,15 +190,17 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
   constexpr int kT = kTokenTiles;
   const int t0 = blockIdx.x * kTileInt8Tokens * kT;
   if (t0 >= rows) return;
-  const int n0 = blockIdx.y * kTileInt8Rows;
+  const int groups = p.tile_row_tiles, slices = kTileInt8Warps / groups;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int slice = warp / groups;  // this warp's share of K: units slice, slice + slices, ...
+  const int n0 = blockIdx.y * kTileInt8Rows * groups, tile_n0 = n0 + kTileInt8Rows * (warp % groups);
 
   // Rows g and g + 8 of the tile (h = 0, 1): their weight rows (gate and up for silu_mul).
   const unsigned char* wrow[2][kParts];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     int weight, row;
-    WeightRowOf<kEpilogue>(p, min(n0 + 8 * h + g, p.total_n - 1), &weight, &row);
+    WeightRowOf<kEpilogue>(p, min(tile_n0 + 8 * h + g, p.total_n - 1), &weight, &row);
 #pragma unroll
     for (int w = 0; w < kParts; ++w) wrow[h][w] = Pick(p.w, weight + w) + static_cast<long long>(row) * p.row_bytes;
   }
@@ -210,7 +217,7 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
     ta[i] = min(tt + 2 * q, rows - 1);
     tb[i] = min(tt + 2 * q + 1, rows - 1);
   }
-  const int mine = warp < units ? (units - 1 - warp) / kTileInt8Warps + 1 : 0;  // units this warp walks
+  const int mine = slice < units ? (units - 1 - slice) / slices + 1 : 0;  // units this warp walks
 
   struct Unit {
     TileInt8Block blk[2][kParts];
@@ -237,7 +244,7 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
       d.dxb[i] = __ldg(p.x_i8_scales + tb[i] * units + u);
     }
   };
-  if (mine > 0) load(in, warp);
+  if (mine > 0) load(in, slice);
 
   float acc[kT][kParts][4];
 #pragma unroll
@@ -306,10 +313,10 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
   };
   for (int j = 0; j < mine; ++j) {
     compute(in);
-    if (j + 1 < mine) load(in, warp + kTileInt8Warps * (j + 1));
+    if (j + 1 < mine) load(in, slice + slices * (j + 1));
   }
 
-  AddWarpSlicesAndStore<kTileInt8Warps, kEpilogue, kT, kParts, true>(p, acc, n0, t0, rows);
+  AddWarpSlicesAndStore<kTileInt8Warps, kEpilogue, kT, kParts, true>(p, acc, n0, t0, rows, groups, kTileInt8Rows);
 }
 
 }  // namespace kiln

@@ -46,7 +46,10 @@ namespace kiln::cuda {
 // 12: q4_K's matmul_kernel reads scale tables made at load (MatmulParams::tables).
 // 13: matmul_tile_int8_kernel takes its token tiles per block (a 16th
 // matmul slot: two tiles, for buckets of 9-63 tokens).
-constexpr uint32_t kBundleVersion = 13;
+// 14: matmul_tile_int8_kernel takes tile_row_tiles 16-row tiles a block;
+// attention_kernel appends the K/V rows of every step without prefill tiles
+// (AttentionParams::append; no kv_append launch there).
+constexpr uint32_t kBundleVersion = 14;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

@@ -164,6 +164,10 @@ class CudaExecutor final : public Executor {
   bool wgmma_ = false;  // the prefill matmul on matmul_f16_wgmma_kernel
   bool tile_int8_ = true;  // q4_K's small buckets on matmul_tile_int8_kernel
   bool tile_int8_wide_ = true;  // its buckets of 9-63 tokens 16 tokens a block
+  bool append_in_attention_ = true;  // steps without prefill tiles: no kv_append launch
+  // Its 16-row tiles a block (KILN_CUDA_TILE_INT8_ROW_TILES=R: always R;
+  // 0: chosen per launch, TileInt8RowTiles).
+  int tile_int8_row_tiles_ = 0;
   bool pair_tile_ = true;  // q4_K's and q8_0's two-token buckets on matmul_kernel, tile 2
   bool k_splits_ = true;   // the wgmma prefill matmul cuts K where its tiles are few
   bool stream_decode_ = false;  // q8_0's one-token decode on matmul_stream_kernel (sm_90)
@@ -344,6 +348,14 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   // block's weight loads and unpacking serve 16 tokens
   // (KILN_CUDA_TILE_INT8_WIDE=0: one tile a block, blocks side by side).
   ex->tile_int8_wide_ = SwitchOn("KILN_CUDA_TILE_INT8_WIDE");
+  // Steps without prefill tiles: attention_kernel appends this step's K/V
+  // rows (KILN_CUDA_APPEND_IN_ATTENTION=0: only one-token steps; the others
+  // run kv_append first).
+  ex->append_in_attention_ = SwitchOn("KILN_CUDA_APPEND_IN_ATTENTION");
+  if (const char* v = std::getenv("KILN_CUDA_TILE_INT8_ROW_TILES"); v != nullptr) {
+    const int r = std::atoi(v);
+    if (r == 1 || r == 2 || r == 4 || r == 8) ex->tile_int8_row_tiles_ = r;
+  }
   // q4_K's and q8_0's two-token buckets run like decode (KILN_CUDA_PAIR_TILE=0: on the tile kernels).
   ex->pair_tile_ = SwitchOn("KILN_CUDA_PAIR_TILE");
   // Where its tiles are few, the wgmma matmul cuts K into slices (KILN_CUDA_K_SPLITS=0: never).
@@ -830,8 +842,12 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           if (launched.ok()) {
             const bool wide = tile_int8_wide_ && max_rows > kTileInt8Tokens;
             const int tokens = wide ? 2 * kTileInt8Tokens : kTileInt8Tokens;
+            mp.tile_row_tiles = tile_int8_row_tiles_ > 0 ? tile_int8_row_tiles_
+                                                         : TileInt8RowTiles(mp.total_n, (max_rows + tokens - 1) / tokens,
+                                                                            context_->multiprocessors());
+            const int block_rows = kTileInt8Rows * mp.tile_row_tiles;
             launched = launch(rc.functions[wide ? kMatmulTileInt8WideSlot : kMatmulTileInt8Slot],
-                              (max_rows + tokens - 1) / tokens, (mp.total_n + kTileInt8Rows - 1) / kTileInt8Rows,
+                              (max_rows + tokens - 1) / tokens, (mp.total_n + block_rows - 1) / block_rows,
                               32 * kTileInt8Warps, 0, &mp);
           }
         } else if (!pair && max_rows > 1 && rc.call.has_tile_tc() && mp.k % 32 == 0) {
@@ -1024,8 +1040,9 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
                            std::any_of(calls_[li].begin(), calls_[li].end(),
                                        [](const ResolvedCall& r) { return r.call.kind == KernelKind::kAttentionPrefill; });
         if (c.kind == KernelKind::kAttentionPrefill && !ap.prefill_tiles) break;
-        // One-token buckets: attention_kernel appends the row itself (one launch less per layer).
-        ap.append = max_rows == 1;
+        // Buckets without prefill tiles: attention_kernel appends the rows
+        // itself (one launch less per layer); the tiles read them from the pool.
+        ap.append = append_in_attention_ ? !ap.prefill_tiles : max_rows == 1;
         if (c.kind == KernelKind::kKvAppend && ap.append) break;
         const unsigned grid_x = c.kind == KernelKind::kAttentionPrefill ? (max_rows + kPrefillTileTokens - 1) / kPrefillTileTokens
                                                                         : static_cast<unsigned>(max_rows);

@@ -76,6 +76,14 @@ absl::StatusOr<size_t> ValidateStepBatch(const Plan& plan, int64_t num_pages, co
         return absl::OutOfRangeError(absl::StrFormat("step: token %d at position %d outside sequence %d's %d positions",
                                                      t, batch.positions[t], s, batch.context_lens[s]));
       }
+      // The GPU attention kernels find a sequence's rows of this step by
+      // position (the first token's position onwards).
+      if (t > batch.query_starts[s] && batch.positions[t] != batch.positions[t - 1] + 1) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("step: sequence %d's tokens %d and %d are at positions %d and %d; a sequence's tokens in "
+                            "a step take consecutive positions",
+                            s, t - 1, t, batch.positions[t - 1], batch.positions[t]));
+      }
     }
   }
   for (int32_t page : batch.block_tables) {

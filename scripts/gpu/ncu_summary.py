@@ -10,6 +10,11 @@ import csv
 import sys
 
 
+def _mb(k, metric):
+    scale = {'byte': 1, 'Kbyte': 1e3, 'Mbyte': 1e6, 'Gbyte': 1e9, 'KB': 1e3, 'MB': 1e6, 'GB': 1e9}
+    return float(k.get(metric, 'nan')) * scale.get(k.get(metric + ':unit', 'byte'), 1) / 1e6
+
+
 def main(path):
     rows = list(csv.reader(open(path)))
     header = next(i for i, r in enumerate(rows) if 'Kernel Name' in r)
@@ -25,8 +30,11 @@ def main(path):
         if units is not None:
             k[r[metric] + ':unit'] = r[units]
     total = 0.0
+    # L2 traffic and the L1 hit rate, where the report has them.
+    l2 = any('lts__t_bytes.sum' in k for k in kernels.values())
     print('%3s %-46s %9s %9s %6s %6s %7s %5s %5s %5s %6s %6s %8s' % (
-        'id', 'kernel', 'time', 'DRAM', 'DRAM%', 'warps%', 'grid', 'block', 'regs', 'IPC', 'mem%', 'bar%', 'conflicts'))
+        'id', 'kernel', 'time', 'DRAM', 'DRAM%', 'warps%', 'grid', 'block', 'regs', 'IPC', 'mem%', 'bar%', 'conflicts')
+          + ('%9s %5s %5s' % ('L2', 'L2%', 'L1hit%') if l2 else ''))
     for i, k in kernels.items():
         t = float(k.get('gpu__time_duration.sum', 'nan'))
         unit = k.get('gpu__time_duration.sum:unit', '')
@@ -43,7 +51,9 @@ def main(path):
             k.get('sm__inst_executed.avg.per_cycle_active', '-'),
             k.get('smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct', '-'),
             k.get('smsp__warp_issue_stalled_barrier_per_warp_active.pct', '-'),
-            k.get('l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum', '-')))
+            k.get('l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum', '-'))
+              + (' %6.2f MB %5s %5s' % (_mb(k, 'lts__t_bytes.sum'), k.get('lts__throughput.avg.pct_of_peak_sustained_elapsed', '-'),
+                                       k.get('l1tex__t_sector_hit_rate.pct', '-')) if l2 else ''))
     print('total %.1f us over %d launches' % (total, len(kernels)))
 
 

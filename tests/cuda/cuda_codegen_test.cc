@@ -281,6 +281,21 @@ TEST(CudaKernelCalls, WgmmaKSlicesOnlyWhereTilesLeaveHalfTheSmsIdle) {
   EXPECT_EQ(cuda_abi::WgmmaPartialStride(136, cuda_abi::kEpilogueSiluMul), 384);
 }
 
+// The int8 tile matmul's row tiles per block: the most of 4, 2, 1 that
+// leave 7/4 blocks per SM (231 on the H200). The 8B's launches at steps of
+// up to 16 sequences (one token block): gate/up 14336 outputs, qkv 6144, o
+// and down 4096; at 32 sequences two token blocks.
+TEST(CudaKernelCalls, TileInt8RowTilesLeaveSevenQuartersOfABlockPerSm) {
+  using cuda_abi::TileInt8RowTiles;
+  EXPECT_EQ(TileInt8RowTiles(14336, 1, 132), 2);  // 4 tiles: 224 blocks, 2: 448
+  EXPECT_EQ(TileInt8RowTiles(6144, 1, 132), 1);   // 2 tiles: 192
+  EXPECT_EQ(TileInt8RowTiles(4096, 1, 132), 1);   // 2 tiles: 128
+  EXPECT_EQ(TileInt8RowTiles(14336, 2, 132), 4);  // 448
+  EXPECT_EQ(TileInt8RowTiles(4096, 2, 132), 2);   // 256
+  EXPECT_EQ(TileInt8RowTiles(40, 1, 132), 1);     // a small launch: one tile
+  EXPECT_EQ(TileInt8RowTiles(128256, 1, 132), 4); // the logits
+}
+
 TEST(CudaBundle, RoundTripsAndRefusesEveryTruncation) {
   cuda::CudaBundle b;
   b.sm = 90;

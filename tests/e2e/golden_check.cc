@@ -139,6 +139,29 @@ TEST_F(GoldenCheck, StepGreedyIsTheArgmaxOfEveryRow) {
   for (size_t i = g.prompt.size() - 1; i + 1 < ids.size(); ++i) EXPECT_EQ((*greedy)[i], ids[i + 1]) << "row " << i;
 }
 
+// A sequence's tokens in one step take consecutive positions (the GPU
+// attention kernels find a step's own K/V rows by position): a gap is a
+// clear error, not silently wrong attention.
+TEST_F(GoldenCheck, StepRefusesASequenceWhoseTokensSkipAPosition) {
+  std::unique_ptr<CpuExecutor> ex = Load("stories260K", 256);
+  if (ex == nullptr) GTEST_SKIP() << "no stories260K under " << testing::TestDataDir();
+  StepBatch b;
+  b.tokens = {1, 2, 3};
+  b.positions = {0, 1, 3};
+  b.query_starts = {0, 3};
+  b.context_lens = {4};
+  b.pages_per_seq = 1;
+  b.block_tables = {0};
+  b.logit_rows = {2};
+  absl::StatusOr<std::span<const float>> logits = ex->Step(b);
+  ASSERT_FALSE(logits.ok());
+  EXPECT_EQ(logits.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(logits.status().message().find("tokens 1 and 2 are at positions 1 and 3"), std::string_view::npos)
+      << logits.status();
+  b.positions = {1, 2, 3};
+  EXPECT_TRUE(ex->Step(b).ok());
+}
+
 // Counts which entry point a caller uses; the work is the CPU executor's.
 class CountingExecutor : public Executor {
  public:
