@@ -20,10 +20,11 @@
 // a gate and an up row) x 8 kTokenTiles tokens: its kTileInt8Warps warps
 // take a row tile each (warp % tile_row_tiles) and split K by 256-element
 // units with the other warps of that tile; a warp of each tile adds their
-// sums and applies the epilogue. Warps of several row tiles read the same
-// activations at about the same time, from L1 for all but the first: the
-// activations' L2 traffic, which at 16 tokens is about the weights' own,
-// falls with the tiles a block has.
+// sums and applies the epilogue. More tiles a block mean fewer blocks, each
+// paying its start and its reduction once (the tiles' warps read the same
+// activations, but at the same moment: on the H200 each miss still went to
+// L2, so that traffic did not fall), and longer walks of K per warp
+// (TileInt8RowTiles chooses).
 // With two token tiles a block's weight loads and nibble unpacking serve
 // 16 tokens (steps of 9-63 tokens), where two blocks side by side did each
 // once.
@@ -175,10 +176,11 @@ __device__ __forceinline__ TileInt8Scales UnpackTileInt8Scales(const uint4& h) {
 }
 
 // grid (ceil(bucket / (8 kTokenTiles)), ceil(total_n / (kTileInt8Rows
-// tile_row_tiles))), kTileInt8Warps warps. Each warp walks its units of K (u = warp, warp + kTileInt8Warps,
-// ...), one unit's loads at a time (keeping the next unit's loads in
-// flight during this one's MMAs, in registers, was 2-3% slower for
-// launches of one weight per row; gate and up's two have no registers left).
+// tile_row_tiles))), kTileInt8Warps warps. Each warp walks its units of K
+// (u = slice, slice + slices, ...), one unit's loads at a time (keeping the
+// next unit's loads in flight during this one's MMAs, in registers, was
+// 2-3% slower for launches of one weight per row; gate and up's two have
+// no registers left).
 template <class S, int kEpilogue, int kTokenTiles>
 __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kernel(MatmulParams p) {
   static_assert(S::kBlockElems == 256 && S::kBlockBytes == 144, "q4_K only");
