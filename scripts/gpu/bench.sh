@@ -84,10 +84,18 @@ if [ -n "${KILN_NCU:-}" ] && [ -f "$weights/llama3-8b-q4_k.gguf" ]; then
   metrics+=,launch__registers_per_thread,sm__inst_executed.avg.per_cycle_active
   metrics+=,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_barrier_per_warp_active.pct
   metrics+=,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum
+  metrics+=,lts__t_bytes.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__t_sector_hit_rate.pct
+  # Past the warm-up and the timed prefill: kiln bench first prefills each
+  # of the B sequences alone (8 tokens, then the prompt: ~330-400 launches a
+  # step on the 8B) and decodes 4 steps, so a fixed skip of 2000 landed in
+  # the warm-up prefill for B > 4 (session 15). Skip (2B + 8) steps of 400
+  # launches (a decode step has ~160 at B = 1, ~290 at B = 2-63), which
+  # lands some 10-15 steps into the 64 decode steps.
+  ncu_batch=${KILN_NCU_BATCH:-1}
   SECONDS=0
-  ncu --clock-control none --launch-skip 2000 --launch-count 40 --csv --metrics "$metrics" \
+  ncu --clock-control none --launch-skip $(( (2 * ncu_batch + 8) * 400 )) --launch-count 40 --csv --metrics "$metrics" \
     "$kiln" bench "$stage/artifacts/llama3-8b-q4_k.prog.kiln" --weights "$weights/llama3-8b-q4_k.gguf" \
-    --backend cuda --prompt 64 --gen 64 --repeats 1 --batch "${KILN_NCU_BATCH:-1}" --peers "$stage/peers/llama.cpp-h200.md" \
+    --backend cuda --prompt 64 --gen 64 --repeats 1 --batch "$ncu_batch" --peers "$stage/peers/llama.cpp-h200.md" \
     >/tmp/ncu-q4_k-decode.csv 2>/tmp/ncu.log || echo "ncu failed: $(tail -3 /tmp/ncu.log)"
   python3 "$root/scripts/gpu/ncu_summary.py" /tmp/ncu-q4_k-decode.csv | tee "$out/ncu-q4_k-decode.txt"
   echo "(ncu: ${SECONDS}s)"
