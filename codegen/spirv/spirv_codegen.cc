@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -29,15 +30,14 @@ absl::Status InstanceError(const KernelInstance& k, const std::string& what) {
 }
 
 absl::StatusOr<std::string_view> TemplateText(const std::string& file) {
-  // KILN_KERNEL_TEMPLATES' copy where it has one, kept for the process (a
-  // view into it outlives the call).
+  // KILN_KERNEL_TEMPLATES' copy where it has one. Every distinct text read
+  // is kept for the process: views into it outlive the call, and replacing
+  // a kept text would leave earlier views dangling.
   if (std::optional<std::string> text = TemplateFromDir("vulkan", file)) {
     static std::mutex mu;
-    static std::map<std::string, std::string> from_dir;
+    static std::set<std::string> kept;
     std::lock_guard<std::mutex> lock(mu);
-    std::string& kept = from_dir[file];
-    if (kept != *text) kept = *std::move(text);
-    return std::string_view(kept);
+    return std::string_view(*kept.insert(*std::move(text)).first);
   }
   for (const EmbeddedTemplate& t : EmbeddedTemplates()) {
     if (t.file == file) return t.text;

@@ -30,13 +30,17 @@ for ((i = 0; i < shards; i++)); do
 done
 wait
 cat "$out"/cuda_kernels_test.*.log >"$out/cuda_kernels_test.log"
-for t in "${tests[@]}"; do
-  # Every log (every shard) passed, none failed.
+# One summary line for test binary $1 whose log holds $2 gtest runs: ok
+# where every run passed and none failed, with the counts added over runs.
+summarise() {
+  local t=$1 runs=$2 passed rc counts
   passed=$(grep -c '^\[  PASSED  \]' "$out/$t.log")
-  runs=$([ "$t" = cuda_kernels_test ] && echo "$shards" || echo 1)
   if [ "$passed" -eq "$runs" ] && ! grep -q '^\[  FAILED  \]' "$out/$t.log"; then rc=0; else rc=1; status=1; fi
   counts=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$t.log" | awk '{print $2, $4}' | sort | awk '{n[$1] += $2} END {for (k in n) printf "%s %d  ", k, n[k]}')
   summary+=("$(printf '%-20s %s  %s' "$t" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$counts")")
+}
+for t in "${tests[@]}"; do
+  summarise "$t" "$([ "$t" = cuda_kernels_test ] && echo "$shards" || echo 1)"
 done
 # Vulkan: the machine has NVIDIA's driver but no loader; Debian's (carried
 # in .gl/ by prepare.sh) goes in first where none is installed.
@@ -46,11 +50,8 @@ if [ -x "$stage/bin/vulkan_kernels_test" ]; then
     ldconfig
   fi
   "$stage/bin/vulkan_kernels_test" >"$out/vulkan_kernels_test.log" 2>&1
-  t=vulkan_kernels_test
-  if grep -q '^\[  PASSED  \]' "$out/$t.log" && ! grep -q '^\[  FAILED  \]' "$out/$t.log"; then rc=0; else rc=1; status=1; fi
-  counts=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$t.log" | awk '{printf "%s %d  ", $2, $4}')
-  summary+=("$(printf '%-20s %s  %s' "$t" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$counts")")
-  tests+=("$t")
+  summarise vulkan_kernels_test 1
+  tests+=(vulkan_kernels_test)
 fi
 summary+=("tests took ${SECONDS}s")
 if [ -n "${KILN_CUDA_PERF:-}" ]; then
