@@ -168,7 +168,7 @@ class CudaExecutor final : public Executor {
   // Its 16-row tiles a block (KILN_CUDA_TILE_INT8_ROW_TILES=R: always R;
   // 0: chosen per launch, TileInt8RowTiles).
   int tile_int8_row_tiles_ = 0;
-  bool pair_tile_ = true;  // q4_K's and q8_0's two-token buckets on matmul_kernel, tile 2
+  bool pair_tile_ = true;  // q8_0's two-token buckets on matmul_kernel, tile 2
   bool k_splits_ = true;   // the wgmma prefill matmul cuts K where its tiles are few
   bool stream_decode_ = false;  // q8_0's one-token decode on matmul_stream_kernel (sm_90)
   bool q4k_tables_ = true;      // q4_K's matmul_kernel reads scale tables made at load
@@ -356,7 +356,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
     const int r = std::atoi(v);
     if (r == 1 || r == 2 || r == 4 || r == 8) ex->tile_int8_row_tiles_ = r;
   }
-  // q4_K's and q8_0's two-token buckets run like decode (KILN_CUDA_PAIR_TILE=0: on the tile kernels).
+  // q8_0's two-token buckets run like decode (KILN_CUDA_PAIR_TILE=0: on the tile kernel).
   ex->pair_tile_ = SwitchOn("KILN_CUDA_PAIR_TILE");
   // Where its tiles are few, the wgmma matmul cuts K into slices (KILN_CUDA_K_SPLITS=0: never).
   ex->k_splits_ = SwitchOn("KILN_CUDA_K_SPLITS");
@@ -778,7 +778,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         ap.y = reinterpret_cast<unsigned short*>(x_f16_);
         mp.x_f16 = ap.y;
         absl::Status launched;
-        // Two-token buckets of q4_K and q8_0 run like decode (matmul_kernel, tile 2:
+        // Two-token buckets of q8_0 run like decode (matmul_kernel, tile 2:
         // no activation launches, the weights' loads shared by both tokens).
         const bool pair = max_rows == kMatmulPairTile && pair_tile_ && rc.functions[kMatmulPairSlot] != nullptr;
         if (UsesF16Weights(c, li, bucket, mp.k)) {

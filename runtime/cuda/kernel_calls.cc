@@ -48,9 +48,11 @@ KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, 
     c.names[kMatmulTileInt8WideSlot] =
         absl::StrCat("kiln::matmul_tile_int8_kernel<", storage_template, ", ", epilogue, ", 2>");
   }
-  // The storages whose decode lanes take int8 activations: two-token steps
-  // run like decode.
-  if (storage_template == "kiln::StorageQ4_K" || storage_template == "kiln::StorageQ8_0") {
+  // q8_0's decode lane takes int8 activations and it has no int8 tile
+  // kernel: its two-token steps run like decode. (q4_K's took 3.38 ms a step
+  // of the 8B that way against 2.81 on matmul_tile_int8_kernel: H200,
+  // docs/perf/cuda-h200.md, session 16.)
+  if (storage_template == "kiln::StorageQ8_0") {
     c.names[kMatmulPairSlot] = MatmulName(storage_template, epilogue, norm, cuda_abi::kMatmulPairTile);
   }
   // q8_0's one-token steps stream the weights on sm_90.

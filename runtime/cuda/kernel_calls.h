@@ -60,7 +60,7 @@ enum MatmulSlot : int {
   kActivationsInt8Slot = 9,    // activations_int8_kernel: x as int8 codes, a scale per 256, sums per 32; before [10]
   kMatmulTileInt8Slot = 10,    // matmul_tile_int8_kernel: [5] for q4_K on integer tensor cores
   kMatmulSplitSumSlot = 11,    // matmul_split_sum_kernel: adds [8]'s slices of K (small grids) and applies the epilogue
-  kMatmulPairSlot = 12,        // matmul_kernel, tile 2: two-token buckets of q4_K and q8_0, run like decode
+  kMatmulPairSlot = 12,        // matmul_kernel, tile 2: two-token buckets of q8_0, run like decode
   kMatmulStreamSlot = 13,      // matmul_stream_kernel: [0] for q8_0 on sm_90, weights streamed by the copy engine
   kQ4KTableSlot = 14,          // q4k_scale_table_kernel: q4_K's scale tables for [0] and [12], made at load
   kMatmulTileInt8WideSlot = 15,  // matmul_tile_int8_kernel, two token tiles a block: [10] for buckets of 9-63 tokens

@@ -7,7 +7,7 @@
 #   bash scripts/gpu/ab.sh [-r ROUNDS] [-t TYPE] [-m ARTIFACT] [-w WEIGHTS] SETTING... -- BENCH_ARGS...
 #
 # SETTING: space-separated VAR=VALUE pairs, or - for none, e.g.
-#   bash scripts/gpu/ab.sh - KILN_CUDA_PAIR_TILE=0 -- --backend cuda --batch 2 --prompt 64 --gen 32 --repeats 2
+#   bash scripts/gpu/ab.sh - KILN_CUDA_TILE_INT8_WIDE=0 -- --backend cuda --batch 16 --prompt 64 --gen 32 --repeats 2
 # Defaults: 2 rounds, type q4_k, .gpu/artifacts/llama3-8b-TYPE.prog.kiln
 # with the weights kiln synth makes for it (synthesised into /tmp/w once).
 set -uo pipefail

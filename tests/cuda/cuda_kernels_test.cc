@@ -302,9 +302,10 @@ TEST_F(CudaKernels, LargeActivationsStayInRange) {
   }
 }
 
-// Two-token steps (q4_K, q8_0) run like decode but stage both tokens, so a
-// K that fits one token's staging chunk can take two chunks for two tokens
+// Two-token steps of q8_0 run like decode but stage both tokens, so a K
+// that fits one token's staging chunk can take two chunks for two tokens
 // (the 8B's down, K = 14336): K = 10240 here, with the K split of few rows.
+// q4_K's run on matmul_tile_int8_kernel (one token tile, 2 of 8 tokens used).
 TEST_F(CudaKernels, TwoTokenStepsPastOneStagingChunk) {
   for (const char* storage : {"q4_k", "q8_0"}) {
     SCOPED_TRACE(storage);
@@ -532,29 +533,36 @@ TEST_F(CudaKernels, RowOpsGatherAndArgmax) {
 struct AttentionCase {
   int64_t head_dim;
   const char* rope;  // "", "interleaved", "half"
+  int64_t heads = 4, kv_heads = 2;
 };
 
-class CudaAttention : public CudaKernels, public ::testing::WithParamInterface<AttentionCase> {};
-
-TEST_P(CudaAttention, PagedAttentionOverStepsMatchesTheCpu) {
-  const AttentionCase c = GetParam();
-  const int64_t heads = 4, kv_heads = 2, d = c.head_dim, page = 8;
-  SingleOpPlan b({1, 4, 16, 256}, PlanPagePool{2, kv_heads, d, page, 512}, 5);
+// A paged_attention launch of `heads` query heads over `kv_heads` KV heads.
+int64_t AttentionLaunch(SingleOpPlan& b, int64_t heads, int64_t kv_heads, int64_t d, int64_t page, const char* rope) {
   const int64_t q = b.Activation(heads * d, 50), k = b.Activation(kv_heads * d, 50), v = b.Activation(kv_heads * d, 50);
   const int64_t out = b.Region(heads * d);
   std::string constants = absl::StrCat(R"({"num_heads": )", heads, R"(, "num_kv_heads": )", kv_heads, R"(, "head_dim": )", d,
                                        R"(, "layer": 1, "scale": )", 1.0 / std::sqrt(static_cast<double>(d)),
                                        R"(, "kv_type": "f32", "page_size": )", page, R"(, "max_tokens": 512)");
-  if (std::string(c.rope).size() > 0) {
-    absl::StrAppend(&constants, R"(, "rope_theta": 10000, "rope_dims": )", d, R"(, "rope_style": ")", c.rope, R"(")");
+  if (std::string(rope).size() > 0) {
+    absl::StrAppend(&constants, R"(, "rope_theta": 10000, "rope_dims": )", d, R"(, "rope_style": ")", rope, R"(")");
   }
   constants += "}";
-  b.Launch(std::string(c.rope).empty() ? "paged_attention" : "paged_attention.rope",
+  b.Launch(std::string(rope).empty() ? "paged_attention" : "paged_attention.rope",
            {b.Arena("q", q), b.Arena("k", k), b.Arena("v", v), b.InputBinding("pool", "kv"),
             b.InputBinding("positions", "positions"), b.InputBinding("query_starts", "query_starts"),
             b.InputBinding("context_lens", "context_lens"), b.InputBinding("block_tables", "block_tables"),
             b.Arena("result", out)},
            constants);
+  return out;
+}
+
+class CudaAttention : public CudaKernels, public ::testing::WithParamInterface<AttentionCase> {};
+
+TEST_P(CudaAttention, PagedAttentionOverStepsMatchesTheCpu) {
+  const AttentionCase c = GetParam();
+  const int64_t d = c.head_dim, page = 8;
+  SingleOpPlan b({1, 4, 16, 256}, PlanPagePool{2, c.kv_heads, d, page, 512}, 5);
+  const int64_t out = AttentionLaunch(b, c.heads, c.kv_heads, d, page, c.rope);
   // Two sequences on scattered pages: prefill, decode, a chunk, a long chunk
   // (several 32-position tiles per warp; 64-token tiles of one sequence and
   // one that spans both), then decode deep in the context.
@@ -572,17 +580,35 @@ TEST_P(CudaAttention, PagedAttentionOverStepsMatchesTheCpu) {
       // starting deep in the context, beside a partial one.
       RaggedBatch({167, 67}, {64, 100}, tables, 50, 7),
   };
-  Compare(b, {{out, heads * d, "paged attention"}}, steps, 1e-4, 64);
+  Compare(b, {{out, c.heads * d, "paged attention"}}, steps, 1e-4, 64);
 }
 
+// Query heads per KV head: 2 (stories260K's), 4 (Llama-3-8B's: 32 over 8)
+// and 10.
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                          ::testing::Values(AttentionCase{8, "interleaved"}, AttentionCase{64, "half"},
                                            AttentionCase{128, ""}, AttentionCase{128, "half"},
-                                           AttentionCase{256, "interleaved"}),
+                                           AttentionCase{256, "interleaved"}, AttentionCase{128, "half", 32, 8},
+                                           AttentionCase{64, "interleaved", 20, 2}),
                          [](const ::testing::TestParamInfo<AttentionCase>& i) {
                            return absl::StrCat("d", i.param.head_dim, "_",
-                                               std::string(i.param.rope).empty() ? "norope" : i.param.rope);
+                                               std::string(i.param.rope).empty() ? "norope" : i.param.rope, "_h",
+                                               i.param.heads, "_kv", i.param.kv_heads);
                          });
+
+// Steps of many sequences (the search for a token's sequence in
+// query_starts): 140 sequences prefill 3 tokens each, then decode.
+TEST_F(CudaKernels, AttentionOverStepsOfManySequences) {
+  constexpr int kSeqs = 140;
+  const int64_t d = 64, page = 8;
+  SingleOpPlan b({1, 256, 512}, PlanPagePool{2, 2, d, page, 64}, 9);
+  const int64_t out = AttentionLaunch(b, 8, 2, d, page, "half");
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<int32_t> zeros(kSeqs, 0), threes(kSeqs, 3), ones(kSeqs, 1);
+  for (int32_t s = 0; s < kSeqs; ++s) tables.push_back({kSeqs - 1 - s});
+  Compare(b, {{out, 8 * d, "paged attention, 140 sequences"}},
+          {RaggedBatch(zeros, threes, tables, 50, 1), RaggedBatch(threes, ones, tables, 50, 2)}, 1e-4, kSeqs);
+}
 
 }  // namespace
 }  // namespace kiln
