@@ -38,10 +38,10 @@ class SingleOpPlan {
   // weights for timing, where values do not matter and quantising all rows
   // on the host would take minutes).
   void Weight(const std::string& name, const std::string& storage, std::vector<int64_t> shape, float scale = 0.5f,
-              bool one_row = false) {
+              bool one_row = false, float mean = 0.0f) {
     const cpu::WeightStorage s = *cpu::ParseWeightStorage(shape.size() == 1 ? "f32" : storage);
     const int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.back();
-    std::normal_distribution<float> normal(0.0f, scale);
+    std::normal_distribution<float> normal(mean, scale);
     const int64_t drawn = one_row ? 1 : rows;
     std::vector<float> values(drawn * cols);
     for (float& v : values) v = normal(rng_);
