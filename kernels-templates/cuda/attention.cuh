@@ -113,6 +113,18 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   }
   __syncthreads();
 
+  // The layer's K and V rows of this KV head: row r at k_base + r x
+  // row_stride (r = page x page_size + slot), V half a pool further. A
+  // block's time is its warps' instruction count (ncu, session 16), so the
+  // addresses are an offset from these per position, and a power-of-two
+  // page size a shift, not a division.
+  const long long row_stride = static_cast<long long>(p.pool.kv_heads) * kD;
+  const long long half = static_cast<long long>(p.pool.num_pages) * page_size * row_stride;
+  const float* k_base = p.pool.data + 2LL * p.layer * half + kv_head * kD;
+  const float* v_base = k_base + half;
+  const bool page_pow2 = (page_size & (page_size - 1)) == 0;
+  const int page_shift = __ffs(page_size) - 1;
+
   // Lane owns dims lane + 32 g: every row is read coalesced, 128 bytes per g.
   constexpr int kGroups = (kD + 31) / 32;
   float qr[kGroups], o[kGroups];
@@ -128,9 +140,11 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
 #pragma unroll
     for (int u = 0; u < kAttnPositions; ++u) {
       const int j = min(j0 + u, end - 1);  // past the end: a copy of the last row, weighted 0 below
-      const int page = table[j / page_size], slot = j % page_size;
-      const float* krow = PoolRow(p.pool, p.layer, 0, page, slot) + kv_head * kD;
-      const float* vrow = PoolRow(p.pool, p.layer, 1, page, slot) + kv_head * kD;
+      const int page_index = page_pow2 ? j >> page_shift : j / page_size;
+      const int page = table[page_index], slot = j - page_index * page_size;
+      const long long row = static_cast<long long>(page * page_size + slot) * row_stride;
+      const float* krow = k_base + row;
+      const float* vrow = v_base + row;
       if (j >= first_pos) {  // a row of this step, from k/v (uniform per warp)
         const long long tj = q0 + (j - first_pos);
         const float* kj = p.k + tj * p.pool.kv_heads * kD + kv_head * kD;
