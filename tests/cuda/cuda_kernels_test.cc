@@ -554,6 +554,7 @@ struct AttentionCase {
   int64_t head_dim;
   const char* rope;  // "", "interleaved", "half"
   int64_t heads = 4, kv_heads = 2;
+  int64_t page = 8;  // a power of two (the page index a shift) or not (a division)
 };
 
 // A paged_attention launch of `heads` query heads over `kv_heads` KV heads.
@@ -580,7 +581,7 @@ class CudaAttention : public CudaKernels, public ::testing::WithParamInterface<A
 
 TEST_P(CudaAttention, PagedAttentionOverStepsMatchesTheCpu) {
   const AttentionCase c = GetParam();
-  const int64_t d = c.head_dim, page = 8;
+  const int64_t d = c.head_dim, page = c.page;
   SingleOpPlan b({1, 4, 16, 256}, PlanPagePool{2, c.kv_heads, d, page, 512}, 5);
   const int64_t out = AttentionLaunch(b, c.heads, c.kv_heads, d, page, c.rope);
   // Two sequences on scattered pages: prefill, decode, a chunk, a long chunk
@@ -604,16 +605,16 @@ TEST_P(CudaAttention, PagedAttentionOverStepsMatchesTheCpu) {
 }
 
 // Query heads per KV head: 2 (stories260K's), 4 (Llama-3-8B's: 32 over 8)
-// and 10.
+// and 10; pages of 8 positions and of 12.
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                          ::testing::Values(AttentionCase{8, "interleaved"}, AttentionCase{64, "half"},
                                            AttentionCase{128, ""}, AttentionCase{128, "half"},
                                            AttentionCase{256, "interleaved"}, AttentionCase{128, "half", 32, 8},
-                                           AttentionCase{64, "interleaved", 20, 2}),
+                                           AttentionCase{64, "interleaved", 20, 2}, AttentionCase{64, "half", 4, 2, 12}),
                          [](const ::testing::TestParamInfo<AttentionCase>& i) {
                            return absl::StrCat("d", i.param.head_dim, "_",
                                                std::string(i.param.rope).empty() ? "norope" : i.param.rope, "_h",
-                                               i.param.heads, "_kv", i.param.kv_heads);
+                                               i.param.heads, "_kv", i.param.kv_heads, "_page", i.param.page);
                          });
 
 // Steps of many sequences (the search for a token's sequence in
