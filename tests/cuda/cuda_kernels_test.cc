@@ -464,41 +464,39 @@ TEST_F(CudaKernels, Q4KScaleTablesAgreeWithTheHeaders) {
   }
 }
 
+// A 24 x 512 q4_K matmul of weights ~ N(mean, scale) over steps of 1, 2
+// and 7 tokens against the CPU; then whether the CUDA executor kept the
+// scale tables and left the int8 tile kernel (what Describe() says).
+class CudaQ4KRange : public CudaKernels {
+ protected:
+  void ExpectFallbacks(uint32_t seed, float scale, float mean, bool tables_stay) {
+    constexpr int64_t kK = 512, kN = 24;
+    SingleOpPlan b({1, 2, 8}, PlanPagePool{1, 1, 8, 16, 64}, seed);
+    const int64_t x = b.Activation(kK, 50);
+    b.Weight("w", "q4_k", {kN, kK}, scale, false, mean);
+    const int64_t r = b.Region(kN);
+    b.Launch("matmul.q", {b.Arena("input", x), b.WeightBinding("weight", "w"), b.Arena("result", r)}, "{}");
+    Compare(b, {{r, kN, "matmul"}}, {Rows(1, 1), Rows(2, 2), Rows(7, 3)}, kInt8ActivationsBound);
+    absl::StatusOr<std::unique_ptr<Executor>> gpu = Gpu(b, {r, kN, "matmul"});
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    const std::string d = (*gpu)->Describe();
+    EXPECT_EQ(d.find("q4_K scale tables") != std::string::npos, tables_stay) << d;
+    EXPECT_NE(d.find("q4_K steps of 2-63 tokens on f32 tiles"), std::string::npos) << d;
+  }
+};
+
 // Weights so large that a block's d * scale passes f16's 65504 (d itself
-// still fits): q4k_scale_table_kernel flags it, the runtime drops the
-// tables and the matmuls read the headers, as the CPU does; and steps of
-// 2-63 tokens leave the int8 tile kernel (whose f16 MMA holds 8 d * scale)
-// for matmul_kernel's f32 tiles.
-TEST_F(CudaKernels, Q4KTablesFallBackToHeadersPastHalfRange) {
-  constexpr int64_t kK = 512, kN = 24;
-  SingleOpPlan b({1, 2, 8}, PlanPagePool{1, 1, 8, 16, 64}, 41);
-  const int64_t x = b.Activation(kK, 50);
-  b.Weight("w", "q4_k", {kN, kK}, 1e6f);  // sub-block scales ~4e5, d ~6e3
-  const int64_t r = b.Region(kN);
-  b.Launch("matmul.q", {b.Arena("input", x), b.WeightBinding("weight", "w"), b.Arena("result", r)}, "{}");
-  Compare(b, {{r, kN, "matmul"}}, {Rows(1, 1), Rows(2, 2), Rows(7, 3)}, kInt8ActivationsBound);
-  absl::StatusOr<std::unique_ptr<Executor>> gpu = Gpu(b, {r, kN, "matmul"});
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  EXPECT_EQ((*gpu)->Describe().find("q4_K scale tables"), std::string::npos) << (*gpu)->Describe();
-  EXPECT_NE((*gpu)->Describe().find("q4_K steps of 2-63 tokens on f32 tiles"), std::string::npos) << (*gpu)->Describe();
-}
+// still fits; scale 1e6: sub-block scales ~4e5, d ~6e3):
+// q4k_scale_table_kernel flags it, the runtime drops the tables and the
+// matmuls read the headers, as the CPU does; and steps of 2-63 tokens leave
+// the int8 tile kernel (whose f16 MMA holds 8 d * scale) for matmul_kernel's
+// f32 tiles.
+TEST_F(CudaQ4KRange, TablesFallBackToHeadersPastHalfRange) { ExpectFallbacks(41, 1e6f, 0.0f, false); }
 
 // d * scale within f16's range but 8 d * scale past it: weights of 1.2e5
 // +- 2e4, all positive (mins 0, d * scale ~1.2e4). The tables stay, the
 // small buckets leave the int8 tile kernel.
-TEST_F(CudaKernels, Q4KTileKernelLeftPastAnEighthOfHalfRange) {
-  constexpr int64_t kK = 512, kN = 24;
-  SingleOpPlan b({1, 2, 8}, PlanPagePool{1, 1, 8, 16, 64}, 43);
-  const int64_t x = b.Activation(kK, 50);
-  b.Weight("w", "q4_k", {kN, kK}, 2e4f, false, 1.2e5f);
-  const int64_t r = b.Region(kN);
-  b.Launch("matmul.q", {b.Arena("input", x), b.WeightBinding("weight", "w"), b.Arena("result", r)}, "{}");
-  Compare(b, {{r, kN, "matmul"}}, {Rows(1, 1), Rows(2, 2), Rows(7, 3)}, kInt8ActivationsBound);
-  absl::StatusOr<std::unique_ptr<Executor>> gpu = Gpu(b, {r, kN, "matmul"});
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  EXPECT_NE((*gpu)->Describe().find("q4_K scale tables"), std::string::npos) << (*gpu)->Describe();
-  EXPECT_NE((*gpu)->Describe().find("q4_K steps of 2-63 tokens on f32 tiles"), std::string::npos) << (*gpu)->Describe();
-}
+TEST_F(CudaQ4KRange, TileKernelLeftPastAnEighthOfHalfRange) { ExpectFallbacks(43, 2e4f, 1.2e5f, true); }
 
 TEST_F(CudaKernels, GateAndUpOfDifferentStoragesGoThroughScratch) {
   SingleOpPlan b({1, 4, 16, 64}, PlanPagePool{1, 1, 8, 16, 64}, 11);
