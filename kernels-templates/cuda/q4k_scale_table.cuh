@@ -5,7 +5,7 @@
 // 0 of *p.overflow and the runtime drops the tables: the header lane then
 // reads such weights as the CPU does. Bit 1: 8 d sc past f16's range, which
 // matmul_tile_int8_kernel's f16 MMA holds; the runtime then runs q4_K's
-// steps of 2-63 tokens on matmul_kernel's f32 tiles instead.
+// steps of 2-63 tokens on matmul_tile_tc_kernel (block scales in f32).
 #pragma once
 
 #include "matmul_lanes.cuh"

@@ -79,7 +79,7 @@ class CudaExecutor final : public Executor {
   std::string Describe() const override {
     std::string d = absl::StrFormat("cuda (%s, sm_%d, %d SMs", context_->name(), context_->sm(), context_->multiprocessors());
     if (table_bytes_ > 0) absl::StrAppendFormat(&d, "; q4_K scale tables: %.2f GiB", table_bytes_ / 1073741824.0);
-    if (!tile_int8_) absl::StrAppend(&d, "; q4_K steps of 2-63 tokens on f32 tiles");
+    if (!tile_int8_) absl::StrAppend(&d, "; q4_K steps of 2-63 tokens on matmul_tile_tc_kernel");
     if (resident_f16_bytes_ > 0) {
       absl::StrAppendFormat(&d, "; f16 copy of the weights for prefill: %.1f GiB", resident_f16_bytes_ / 1073741824.0);
     }
@@ -679,7 +679,8 @@ absl::Status CudaExecutor::MakeQ4KTables() {
   // (The fill runs on the legacy stream, which stream_ does not wait for.)
   KILN_CU(api, api.cuCtxSynchronize());
   // A product past f16's range: the headers too. 8 d sc past it: q4_K's
-  // small buckets on matmul_kernel (f32), not the int8 tile kernel's f16 MMA.
+  // small buckets on matmul_tile_tc_kernel (raw codes in the MMA, block
+  // scales applied in f32), not the int8 tile kernel (8 d sc in f16).
   // (With the tables off, KILN_CUDA_Q4K_TABLE=0, nothing checks the range.)
   if (flag & 1u) drop();
   if (flag & 2u) tile_int8_ = false;
@@ -846,13 +847,13 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           if (launched.ok()) {
             const bool wide = tile_int8_wide_ && max_rows > kTileInt8Tokens;
             const int tokens = wide ? 2 * kTileInt8Tokens : kTileInt8Tokens;
-            mp.tile_row_tiles = tile_int8_row_tiles_ > 0 ? tile_int8_row_tiles_
-                                                         : TileInt8RowTiles(mp.total_n, (max_rows + tokens - 1) / tokens,
-                                                                            context_->multiprocessors());
+            const int token_blocks = (max_rows + tokens - 1) / tokens;
+            mp.tile_row_tiles = tile_int8_row_tiles_ > 0
+                                    ? tile_int8_row_tiles_
+                                    : TileInt8RowTiles(mp.total_n, token_blocks, context_->multiprocessors());
             const int block_rows = kTileInt8Rows * mp.tile_row_tiles;
-            launched = launch(rc.functions[wide ? kMatmulTileInt8WideSlot : kMatmulTileInt8Slot],
-                              (max_rows + tokens - 1) / tokens, (mp.total_n + block_rows - 1) / block_rows,
-                              32 * kTileInt8Warps, 0, &mp);
+            launched = launch(rc.functions[wide ? kMatmulTileInt8WideSlot : kMatmulTileInt8Slot], token_blocks,
+                              (mp.total_n + block_rows - 1) / block_rows, 32 * kTileInt8Warps, 0, &mp);
           }
         } else if (!pair && max_rows > 1 && rc.call.has_tile_tc() && mp.k % 32 == 0) {
           // Buckets of 2-63 tokens, and the logit rows of larger ones (few:

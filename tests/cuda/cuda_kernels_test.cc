@@ -481,7 +481,7 @@ class CudaQ4KRange : public CudaKernels {
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     const std::string d = (*gpu)->Describe();
     EXPECT_EQ(d.find("q4_K scale tables") != std::string::npos, tables_stay) << d;
-    EXPECT_NE(d.find("q4_K steps of 2-63 tokens on f32 tiles"), std::string::npos) << d;
+    EXPECT_NE(d.find("q4_K steps of 2-63 tokens on matmul_tile_tc_kernel"), std::string::npos) << d;
   }
 };
 
@@ -489,8 +489,8 @@ class CudaQ4KRange : public CudaKernels {
 // still fits; scale 1e6: sub-block scales ~4e5, d ~6e3):
 // q4k_scale_table_kernel flags it, the runtime drops the tables and the
 // matmuls read the headers, as the CPU does; and steps of 2-63 tokens leave
-// the int8 tile kernel (whose f16 MMA holds 8 d * scale) for matmul_kernel's
-// f32 tiles.
+// the int8 tile kernel (whose f16 MMA holds 8 d * scale) for
+// matmul_tile_tc_kernel (raw codes in the MMA, block scales in f32).
 TEST_F(CudaQ4KRange, TablesFallBackToHeadersPastHalfRange) { ExpectFallbacks(41, 1e6f, 0.0f, false); }
 
 // d * scale within f16's range but 8 d * scale past it: weights of 1.2e5
