@@ -208,6 +208,10 @@ absl::StatusOr<std::vector<uint8_t>> GenerateVulkanKernels(const Plan& plan) {
       if (d.decode_kernel) instances.emplace(d.decode_kernel->Key(), *d.decode_kernel);
       if (d.tiled_kernel) instances.emplace(d.tiled_kernel->Key(), *d.tiled_kernel);
       if (d.coopmat_kernel) instances.emplace(d.coopmat_kernel->Key(), *d.coopmat_kernel);
+      if (d.coopmat_f16_kernel) instances.emplace(d.coopmat_f16_kernel->Key(), *d.coopmat_f16_kernel);
+      for (const std::optional<KernelInstance>& copy : d.f16_copy_kernels) {
+        if (copy) instances.emplace(copy->Key(), *copy);
+      }
       if (d.decode_dp4_kernel) instances.emplace(d.decode_dp4_kernel->Key(), *d.decode_dp4_kernel);
     }
   }

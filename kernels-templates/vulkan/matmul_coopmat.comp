@@ -16,7 +16,8 @@
 //
 // Constants: as matmul.comp (K, NUM_W, N0..N2, EPILOGUE, HAS_NORM, EPS,
 // Q4K_LANES, weight slots), plus BM, BN = 128, BK and WG with
-// BM = 32 * WG / 128.
+// BM = 32 * WG / 128, and F16W (every slot f16 and K a multiple of 8: the
+// weights staged as they are read, 16 bytes a copy, nothing decoded).
 // Launch shape: x = workgroups striding over the output columns BN at a time,
 // y = one per BM tokens of the bucket.
 
@@ -40,7 +41,13 @@
 #define XS4 ((BK + 8u) / 8u)
 #define A_VECS (BM * BK / 8u)  // words of activations a k step
 #define A_PER ((A_VECS + WG - 1u) / WG)
+#if F16W
+// Weights as f16 rows, 8 to a 16-byte word: the executor's f16 copy of
+// quantised weights (made once at load), or f16 weights read in place.
+#define TPR (BK / 8u)          // 16-byte words of a weight row a k step
+#else
 #define TPR (BK / 16u)         // q4_K half sub-blocks of a weight row a k step
+#endif
 #define W_TASKS (NACC * BN * TPR)
 #define W_PER ((W_TASKS + WG - 1u) / WG)
 #define SM_TILES ((BM + NACC * BN) * XS4)
@@ -90,6 +97,20 @@ layout(std430, set = 0, binding = 4) readonly buffer Vector4 { vec4 vec4_[]; };
 #endif
 #if Q4K_LANES
 uvec4 w_head[W_PER], w_codes[W_PER];
+#elif F16W
+layout(std430, set = 0, binding = 0) readonly buffer Weight0H { uvec4 w0h[]; };
+layout(std430, set = 0, binding = 1) readonly buffer Weight1H { uvec4 w1h[]; };
+layout(std430, set = 0, binding = 2) readonly buffer Weight2H { uvec4 w2h[]; };
+uvec4 wh(uint slot, uint at) {
+#if NUM_W >= 2
+  if (slot == 1u) return w1h[at];
+#endif
+#if NUM_W >= 3
+  if (slot == 2u) return w2h[at];
+#endif
+  return w0h[at];
+}
+uvec4 w_half[W_PER];
 #endif
 
 void read_step(uint k0, uint t0, uint n0, uint rows) {
@@ -128,6 +149,15 @@ void read_step(uint k0, uint t0, uint n0, uint rows) {
       const uint sb = (k0 % 256u) / 32u + part / 2u, at = row * (K / 256u * 9u) + (k0 / 256u) * 9u;
       w_head[j] = wq(slot, at);
       w_codes[j] = wq(slot, at + 1u + 2u * (sb / 2u) + part % 2u);
+    }
+  }
+#elif F16W
+  for (uint j = 0u; j < W_PER; ++j) {
+    const uint i = tid + j * WG, w = i / (BN * TPR), c = (i / TPR) % BN, part = i % TPR, n = n0 + c;
+    w_half[j] = uvec4(0u);
+    if (i < W_TASKS && n < NCOLS && k0 + 8u * part < K) {
+      const uint row = row_of(n, slot_of(n)), slot = w == 1u ? 1u : slot_of(n);
+      w_half[j] = wh(slot, row * (K / 8u) + k0 / 8u + part);
     }
   }
 #endif
@@ -185,6 +215,11 @@ void stage_step(uint k0, uint n0) {
     const uint at = BM * XS4 + (w * BN + c) * XS4 + 2u * part;
     sm_[at] = uvec4(h[0], h[1], h[2], h[3]);
     sm_[at + 1u] = uvec4(h[4], h[5], h[6], h[7]);
+  }
+#elif F16W
+  for (uint j = 0u; j < W_PER; ++j) {
+    const uint i = tid + j * WG, w = i / (BN * TPR), c = (i / TPR) % BN, part = i % TPR;
+    if (i < W_TASKS) sm_[BM * XS4 + (w * BN + c) * XS4 + part] = w_half[j];
   }
 #else
   // Other storages: four consecutive k a read.

@@ -1,10 +1,13 @@
 #include "runtime/vulkan/vulkan_executor.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -51,7 +54,14 @@ class VulkanExecutor final : public Executor {
   absl::Status Init(const WeightSource& weights, std::span<const uint8_t> bundle);
   absl::StatusOr<std::span<const float>> Step(const StepBatch& batch) override;
   absl::StatusOr<std::vector<KernelTime>> ProfileStep(const StepBatch& batch) override;
-  std::string Describe() const override { return dev_.description(); }
+  std::string Describe() const override {
+    if (f16_copy_bytes_ == 0) return dev_.description();
+    return f16_copy_bytes_ >= (int64_t{1} << 30)
+               ? absl::StrFormat("%s; f16 copy of the weights for prefill: %.1f GiB", dev_.description(),
+                                 f16_copy_bytes_ / 1073741824.0)
+               : absl::StrFormat("%s; f16 copy of the weights for prefill: %.1f MiB", dev_.description(),
+                                 f16_copy_bytes_ / 1048576.0);
+  }
   const Plan& plan() const override { return plan_; }
   int64_t num_pages() const override { return num_pages_; }
 
@@ -68,8 +78,17 @@ class VulkanExecutor final : public Executor {
     // matmul_coopmat reads its activations 16 bytes at a time.
     bool tiled_reads_16_bytes = false;
     VkDescriptorSet set = VK_NULL_HANDLE;
+    // tiled_pipeline is planned.coopmat_f16_kernel: it runs with f16_set,
+    // whose weight slots hold the f16 rows.
+    bool tiled_f16 = false;
+    VkDescriptorSet f16_set = VK_NULL_HANDLE;
   };
   absl::Status UploadWeights(const WeightSource& weights);
+  // Where the tensor-core prefill reads quantised weights, decides whether
+  // to keep an f16 copy of them (memory allowing) and places it (placed_f16_).
+  absl::Status PlaceF16Copy();
+  // Runs the copy kernels (dequant_f16.comp) of the placed weights, once.
+  absl::Status MakeF16Copy();
   absl::Status CreatePipelines(const std::vector<SpirvModule>& modules);
   absl::Status WriteDescriptorSets();
   // The bucket's step as a command buffer; with `timestamps`, query i + 1
@@ -87,11 +106,18 @@ class VulkanExecutor final : public Executor {
   VulkanExecutorOptions options_;
   VulkanDevice dev_;  // first: destroyed after everything made on it
 
-  Buffer weights_, arena_, kv_, io_, step_inputs_, partials_, dummy_;
+  Buffer weights_, weights_f16_, arena_, kv_, io_, step_inputs_, partials_, dummy_;
   struct Placed {
     VkDeviceSize offset = 0, size = 0;
   };
   std::map<std::string, Placed> placed_weights_;
+  // The f16 copy (in weights_f16_) of each weight the f16 prefill variant
+  // reads, except f16 weights (read in place); empty without the copy.
+  std::map<std::string, Placed> placed_f16_;
+  bool f16_prefill_ = false;  // the tensor-core prefill may run on f16 rows
+  int64_t f16_copy_bytes_ = 0;
+  std::map<std::string, VkPipeline> f16_copy_pipelines_;  // by weight name
+  std::set<std::string> module_keys_;                      // the artifact's kernel instances
   std::vector<std::pair<RopeTable, Placed>> rope_tables_;
 
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
@@ -121,7 +147,9 @@ VulkanExecutor::~VulkanExecutor() {
     for (auto& [key, p] : pipelines_) dev_.api().vkDestroyPipeline(dev_.device(), p, nullptr);
     if (pipeline_layout_) dev_.api().vkDestroyPipelineLayout(dev_.device(), pipeline_layout_, nullptr);
     if (set_layout_) dev_.api().vkDestroyDescriptorSetLayout(dev_.device(), set_layout_, nullptr);
-    for (Buffer* b : {&weights_, &arena_, &kv_, &io_, &step_inputs_, &partials_, &dummy_}) dev_.DestroyBuffer(*b);
+    for (Buffer* b : {&weights_, &weights_f16_, &arena_, &kv_, &io_, &step_inputs_, &partials_, &dummy_}) {
+      dev_.DestroyBuffer(*b);
+    }
   }
 }
 
@@ -161,6 +189,7 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
   absl::StatusOr<Buffer> buffer = dev_.CreateBuffer(std::max<VkDeviceSize>(at, 16), false, "weights");
   if (!buffer.ok()) return buffer.status();
   weights_ = *buffer;
+  if (absl::Status s = PlaceF16Copy(); !s.ok()) return s;
 
   // Host-visible weights (lavapipe, unified memory) are written in place; else
   // through a staging buffer, a few copies at a time.
@@ -249,6 +278,64 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
   return s;
 }
 
+// f16 weights: the f16 prefill variant reads them in place (no copy).
+bool IsF16(const PlanWeight& w) {
+  absl::StatusOr<cpu::WeightStorage> s = cpu::ParseWeightStorage(w.storage);
+  return s.ok() && !s->grouped && s->ggml == GgmlType::kF16;
+}
+
+absl::Status VulkanExecutor::PlaceF16Copy() {
+  // Decoding q4_K in the tensor-core kernel's staging took half its time
+  // (docs/perf/vulkan-h200.md, session 14): copies staged as they are read
+  // take that away, for 2 bytes a weight. KILN_VULKAN_F16_COPY=0 keeps the
+  // decoding kernel (and reads f16 weights through it too).
+  const char* env = getenv("KILN_VULKAN_F16_COPY");
+  f16_prefill_ = dev_.has_coopmat() && !(env != nullptr && std::string_view(env) == "0");
+  if (!f16_prefill_) return absl::OkStatus();
+  std::map<std::string, Placed> placed;
+  VkDeviceSize at = 0;
+  const VkDeviceSize range = dev_.props().limits.maxStorageBufferRange;
+  for (const Dispatch& d : dispatches_) {
+    // (An artifact from a kiln without these instances runs the decoding kernel.)
+    bool have = d.planned.coopmat_f16_kernel && module_keys_.count(d.planned.coopmat_f16_kernel->Key()) > 0;
+    for (const std::optional<KernelInstance>& copy : d.planned.f16_copy_kernels) {
+      have = have && (!copy || module_keys_.count(copy->Key()) > 0);
+    }
+    if (!have) continue;
+    for (size_t slot = 0; slot < 3; ++slot) {
+      const std::string& name = d.planned.weights[slot];
+      if (name.empty() || placed.count(name) > 0 || !d.planned.f16_copy_kernels[slot]) continue;
+      const PlanWeight* w = plan_.FindWeight(name);
+      if (w == nullptr) continue;
+      const VkDeviceSize bytes = static_cast<VkDeviceSize>(w->shape[0]) * w->shape[1] * 2;
+      if (bytes > range) return absl::OkStatus();  // no copy: a binding could not hold it
+      at = (at + dev_.storage_align() - 1) / dev_.storage_align() * dev_.storage_align();
+      placed[name] = Placed{at, bytes};
+      at += bytes;
+    }
+  }
+  if (placed.empty()) return absl::OkStatus();
+  // Memory allowing: an automatic KV pool loses at most a quarter of what it
+  // would get (as the CUDA backend's copy); an explicit one must fit beside
+  // it in 95% of the memory left.
+  const VkDeviceSize free = dev_.device_heap_free();
+  bool fits = at <= free / 4;
+  if (options_.num_pages > 0 || options_.kv_fraction <= 0) {
+    const int64_t pages = options_.num_pages > 0 ? options_.num_pages
+                                                 : (plan_.pool.max_tokens + plan_.pool.page_size - 1) / plan_.pool.page_size;
+    const VkDeviceSize kv = static_cast<VkDeviceSize>(2 * plan_.pool.layers) * pages * plan_.pool.page_size *
+                            plan_.pool.kv_heads * plan_.pool.head_dim * 4;
+    fits = at + kv + static_cast<VkDeviceSize>(plan_.arena_bytes.back()) <= free / 20 * 19;
+  }
+  if (!fits) return absl::OkStatus();
+  absl::StatusOr<Buffer> buffer = dev_.CreateBuffer(at, false, "f16 weight copy");
+  if (!buffer.ok()) return absl::OkStatus();  // the decoding kernel then; the memory stays the KV pool's
+  weights_f16_ = *buffer;
+  placed_f16_ = std::move(placed);
+  f16_copy_bytes_ = static_cast<int64_t>(at);
+  return absl::OkStatus();
+}
+
 absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& modules) {
   std::map<std::string, const SpirvModule*> by_key;
   for (const SpirvModule& m : modules) by_key[m.Key()] = &m;
@@ -283,20 +370,103 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
     if (d.planned.tiled_kernel) {
       // On tensor cores where the device has them (the artifact carries both).
       const bool coopmat = dev_.has_coopmat() && d.planned.coopmat_kernel;
-      absl::StatusOr<VkPipeline> tiled = pipeline_for(coopmat ? *d.planned.coopmat_kernel : *d.planned.tiled_kernel);
+      // On f16 rows where every weight has them (a copy, or its own).
+      bool f16 = coopmat && f16_prefill_ && d.planned.coopmat_f16_kernel &&
+                 module_keys_.count(d.planned.coopmat_f16_kernel->Key()) > 0;
+      for (const std::string& name : d.planned.weights) {
+        if (f16 && !name.empty() && placed_f16_.count(name) == 0) f16 = IsF16(*plan_.FindWeight(name));
+      }
+      absl::StatusOr<VkPipeline> tiled = pipeline_for(f16       ? *d.planned.coopmat_f16_kernel
+                                                      : coopmat ? *d.planned.coopmat_kernel
+                                                                : *d.planned.tiled_kernel);
       if (!tiled.ok()) return tiled.status();
       d.tiled_pipeline = *tiled;
+      d.tiled_f16 = f16;
       d.tiled_tokens = coopmat ? d.planned.coopmat_tokens_per_group : d.planned.tiled_tokens_per_group;
       d.tiled_columns = coopmat ? d.planned.coopmat_columns_per_group : d.planned.tiled_columns_per_group;
-      d.tiled_label = coopmat ? " (tensor cores)" : " (tiled)";
+      d.tiled_label = f16 ? " (tensor cores, f16 rows)" : coopmat ? " (tensor cores)" : " (tiled)";
+      for (size_t slot = 0; f16 && slot < 3; ++slot) {
+        const std::string& name = d.planned.weights[slot];
+        if (name.empty() || placed_f16_.count(name) == 0 || f16_copy_pipelines_.count(name) > 0) continue;
+        absl::StatusOr<VkPipeline> copy = pipeline_for(*d.planned.f16_copy_kernels[slot]);
+        if (!copy.ok()) return copy.status();
+        f16_copy_pipelines_[name] = *copy;
+      }
       d.tiled_reads_16_bytes = coopmat;
     }
   }
   return absl::OkStatus();
 }
 
+absl::Status VulkanExecutor::MakeF16Copy() {
+  if (f16_copy_pipelines_.empty()) return absl::OkStatus();
+  const uint32_t n = static_cast<uint32_t>(f16_copy_pipelines_.size());
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 8 * n};
+  VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  dpci.maxSets = n;
+  dpci.poolSizeCount = 1;
+  dpci.pPoolSizes = &size;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  KILN_VK_CHECK(dev_.api().vkCreateDescriptorPool(dev_.device(), &dpci, nullptr, &pool), "vkCreateDescriptorPool");
+  struct Copy {
+    VkPipeline pipeline;
+    VkDescriptorSet set;
+    uint32_t rows, groups;
+  };
+  std::vector<Copy> copies;
+  absl::Status made = absl::OkStatus();
+  for (const auto& [name, pipeline] : f16_copy_pipelines_) {
+    const PlanWeight* w = plan_.FindWeight(name);
+    const Placed& from = placed_weights_.at(name);
+    const Placed& to = placed_f16_.at(name);
+    Copy c{pipeline, VK_NULL_HANDLE, static_cast<uint32_t>(w->shape[0]), 1};
+    VkDescriptorSetAllocateInfo dsai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    dsai.descriptorPool = pool;
+    dsai.descriptorSetCount = 1;
+    dsai.pSetLayouts = &set_layout_;
+    if (VkResult r = dev_.api().vkAllocateDescriptorSets(dev_.device(), &dsai, &c.set); r != VK_SUCCESS) {
+      made = absl::InternalError(absl::StrCat("vkAllocateDescriptorSets: ", VkResultName(r)));
+      break;
+    }
+    VkDescriptorBufferInfo info[8];
+    for (auto& i : info) i = VkDescriptorBufferInfo{dummy_.buffer, 0, VK_WHOLE_SIZE};
+    info[0] = VkDescriptorBufferInfo{weights_.buffer, from.offset, (from.size + 3) / 4 * 4};
+    info[5] = VkDescriptorBufferInfo{weights_f16_.buffer, to.offset, to.size};
+    VkWriteDescriptorSet writes[8];
+    for (uint32_t i = 0; i < 8; ++i) {
+      writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[i].dstSet = c.set;
+      writes[i].dstBinding = i;
+      writes[i].descriptorCount = 1;
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &info[i];
+    }
+    dev_.api().vkUpdateDescriptorSets(dev_.device(), 8, writes, 0, nullptr);
+    // A word (8 elements) per invocation, 256 a workgroup, striding past the grid's limit.
+    const uint64_t words = static_cast<uint64_t>(w->shape[0]) * w->shape[1] / 8;
+    c.groups = static_cast<uint32_t>(
+        std::clamp<uint64_t>((words + 255) / 256, 1, dev_.props().limits.maxComputeWorkGroupCount[0]));
+    copies.push_back(c);
+  }
+  if (made.ok()) {
+    made = dev_.RunOnce([&](VkCommandBuffer cb) {
+      for (const Copy& c : copies) {
+        PushConstants pc;
+        pc.in0 = c.rows;
+        dev_.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipeline);
+        dev_.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &c.set, 0, nullptr);
+        dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
+        dev_.api().vkCmdDispatch(cb, c.groups, 1, 1);
+      }
+    });
+  }
+  dev_.api().vkDestroyDescriptorPool(dev_.device(), pool, nullptr);
+  return made;
+}
+
 absl::Status VulkanExecutor::WriteDescriptorSets() {
-  const uint32_t sets = static_cast<uint32_t>(dispatches_.size());
+  uint32_t sets = static_cast<uint32_t>(dispatches_.size());
+  for (const Dispatch& d : dispatches_) sets += d.tiled_f16 ? 1 : 0;
   VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 8 * sets};
   VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   dpci.maxSets = sets;
@@ -304,19 +474,23 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
   dpci.pPoolSizes = &size;
   KILN_VK_CHECK(dev_.api().vkCreateDescriptorPool(dev_.device(), &dpci, nullptr, &descriptor_pool_), "vkCreateDescriptorPool");
   const int64_t layer_bytes = 2 * kv_half_floats_ * 4;
-  for (Dispatch& d : dispatches_) {
+  // f16: the set of tiled_f16 dispatches' prefill variant (weight slots on
+  // the f16 copies).
+  auto write_set = [&](const Dispatch& d, bool f16, VkDescriptorSet* set) -> absl::Status {
     VkDescriptorSetAllocateInfo dsai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
     dsai.descriptorPool = descriptor_pool_;
     dsai.descriptorSetCount = 1;
     dsai.pSetLayouts = &set_layout_;
-    KILN_VK_CHECK(dev_.api().vkAllocateDescriptorSets(dev_.device(), &dsai, &d.set), "vkAllocateDescriptorSets");
+    KILN_VK_CHECK(dev_.api().vkAllocateDescriptorSets(dev_.device(), &dsai, set), "vkAllocateDescriptorSets");
     VkDescriptorBufferInfo info[8];
     for (auto& i : info) i = VkDescriptorBufferInfo{dummy_.buffer, 0, VK_WHOLE_SIZE};
     if (d.planned.uses_partials) info[0] = VkDescriptorBufferInfo{partials_.buffer, 0, VK_WHOLE_SIZE};
     for (size_t slot = 0; slot < 3; ++slot) {
       if (d.planned.weights[slot].empty()) continue;
-      const Placed& p = placed_weights_.at(d.planned.weights[slot]);
-      info[slot] = VkDescriptorBufferInfo{weights_.buffer, p.offset, (p.size + 3) / 4 * 4};
+      auto copy = placed_f16_.find(d.planned.weights[slot]);
+      const bool from_copy = f16 && copy != placed_f16_.end();
+      const Placed& p = from_copy ? copy->second : placed_weights_.at(d.planned.weights[slot]);
+      info[slot] = VkDescriptorBufferInfo{from_copy ? weights_f16_.buffer : weights_.buffer, p.offset, (p.size + 3) / 4 * 4};
     }
     if (!d.planned.vector_weight.empty()) {
       const Placed& p = placed_weights_.at(d.planned.vector_weight);
@@ -337,13 +511,20 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
     VkWriteDescriptorSet writes[8];
     for (uint32_t i = 0; i < 8; ++i) {
       writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-      writes[i].dstSet = d.set;
+      writes[i].dstSet = *set;
       writes[i].dstBinding = i;
       writes[i].descriptorCount = 1;
       writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
       writes[i].pBufferInfo = &info[i];
     }
     dev_.api().vkUpdateDescriptorSets(dev_.device(), 8, writes, 0, nullptr);
+    return absl::OkStatus();
+  };
+  for (Dispatch& d : dispatches_) {
+    if (absl::Status s = write_set(d, false, &d.set); !s.ok()) return s;
+    if (d.tiled_f16) {
+      if (absl::Status s = write_set(d, true, &d.f16_set); !s.ok()) return s;
+    }
   }
   return absl::OkStatus();
 }
@@ -492,7 +673,8 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPoo
       dev_.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
       bound = pipeline;
     }
-    dev_.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &d.set, 0, nullptr);
+    const VkDescriptorSet set = tiled_variant && d.tiled_f16 ? d.f16_set : d.set;
+    dev_.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &set, 0, nullptr);
     dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
     dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(x), static_cast<uint32_t>(y), static_cast<uint32_t>(z));
     if (timestamps != VK_NULL_HANDLE) {
@@ -555,6 +737,7 @@ absl::StatusOr<std::vector<KernelTime>> VulkanExecutor::ProfileStep(const StepBa
 absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const uint8_t> bundle) {
   absl::StatusOr<std::vector<SpirvModule>> modules = ParseBundle(bundle);
   if (!modules.ok()) return modules.status();
+  for (const SpirvModule& m : *modules) module_keys_.insert(m.Key());
   absl::StatusOr<std::vector<std::vector<PlannedDispatch>>> planned = PlanDispatches(plan_);
   if (!planned.ok()) return planned.status();
   for (size_t i = 0; i < planned->size(); ++i) {
@@ -664,6 +847,7 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
     return s;
   }
   if (absl::Status s = CreatePipelines(*modules); !s.ok()) return s;
+  if (absl::Status s = MakeF16Copy(); !s.ok()) return s;
   if (absl::Status s = WriteDescriptorSets(); !s.ok()) return s;
   for (size_t b = 0; b < plan_.buckets.size(); ++b) {
     absl::StatusOr<VkCommandBuffer> cb = Record(b);

@@ -29,7 +29,14 @@ class InstanceBuilder {
   }
   InstanceBuilder& Int(const std::string& n, int64_t v) { return Set(n, absl::StrCat(v)); }
   InstanceBuilder& Float(const std::string& n, double v) { return Set(n, FloatLiteral(v)); }
+  // Sets constant n, replacing an earlier value.
   InstanceBuilder& Set(const std::string& n, std::string v) {
+    for (auto& [name, value] : k_.constants) {
+      if (name == n) {
+        value = std::move(v);
+        return *this;
+      }
+    }
     k_.constants.emplace_back(n, std::move(v));
     return *this;
   }
@@ -176,9 +183,9 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   // thread per 4 x 4 outputs of the tile).
   InstanceBuilder tiled = b.Variant("matmul_tiled", kTileTokens * kTileColumns / 16);
   // The tensor-core tiled variant: 64 tokens x 128 columns, 32 k a step.
-  constexpr int64_t kCoopTokens = 64, kCoopColumns = 128, kCoopK = 32, kCoopWorkgroup = 256;
+  constexpr int64_t kCoopTokens = 64, kCoopColumns = 128, kCoopK = 32, kCoopWorkgroup = 256, kCopyWorkgroup = 256;
   InstanceBuilder coopmat = b.Variant("matmul_coopmat", kCoopWorkgroup);
-  coopmat.Int("BM", kCoopTokens).Int("BN", kCoopColumns).Int("BK", kCoopK);
+  coopmat.Int("BM", kCoopTokens).Int("BN", kCoopColumns).Int("BK", kCoopK).Int("F16W", 0);
   b.Int("TT", kTokensPerGroup).Int("COLS", kColumnsPerGroup);
   tiled.Int("BM", kTileTokens).Int("BN", kTileColumns).Int("BK", kTileK);
   for (size_t i = 0; i < ws.size(); ++i) {
@@ -204,6 +211,22 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   d.coopmat_kernel = coopmat.Build();
   d.coopmat_tokens_per_group = kCoopTokens;
   d.coopmat_columns_per_group = kCoopColumns;
+  if (k % 8 == 0) {
+    // The same on f16 rows (16-byte words): the executor's f16 copy of the
+    // weights, or f16 weights themselves.
+    InstanceBuilder f16 = coopmat;
+    f16.Int("Q4K_LANES", 0).Int("F16W", 1);
+    for (size_t i = 0; i < ws.size(); ++i) {
+      f16.Set(absl::StrCat("W", i), "f16");
+      const std::optional<StorageName> storage = ParseStorageName(ws[i]->storage);
+      if (storage && !storage->grouped && storage->ggml == GgmlType::kF16) continue;  // read in place
+      InstanceBuilder copy("dequant_f16", kCopyWorkgroup);
+      copy.Int("K", k);
+      AddWeightSlot(copy, 0, *ws[i]);
+      d.f16_copy_kernels[i] = copy.Build();
+    }
+    d.coopmat_f16_kernel = f16.Build();
+  }
   d.inputs[0] = {"input", k};
   if (epi == 2) {
     if (!c.Arena("residual")) return Unsupported(l, "residual_add needs a residual");

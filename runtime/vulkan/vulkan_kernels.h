@@ -101,6 +101,13 @@ struct PlannedDispatch {
   std::optional<KernelInstance> coopmat_kernel;
   int64_t coopmat_tokens_per_group = 1;
   int64_t coopmat_columns_per_group = 1;
+  // The same on f16 weight rows (K a multiple of 8), run instead of
+  // coopmat_kernel where the executor holds an f16 copy of the weights (or
+  // they are f16): staging copies 16 bytes at a time and decodes nothing.
+  std::optional<KernelInstance> coopmat_f16_kernel;
+  // Per weight slot that is not f16 already: the kernel that makes its f16
+  // copy at load (dequant_f16.comp).
+  std::array<std::optional<KernelInstance>, 3> f16_copy_kernels;
 };
 
 // Workgroups per (token, head) of attention in a bucket of B tokens: up to

@@ -8,6 +8,9 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "runtime/cpu/weight_storage.h"
+#include "runtime/util/half.h"
+#include "runtime/vulkan/vulkan_device.h"
 #include "tests/vulkan/vulkan_test_plan.h"
 
 namespace kiln::testing {
@@ -234,10 +237,12 @@ TEST(VulkanKernels, Q4KDecodeWithoutIntegerDotProducts) {
 
 // Prefill-sized buckets (64 tokens and up) run matmul_tiled.comp: 64 x 64
 // tiles, 16 k per step (matmul_coopmat.comp's 64 x 128 tiles, 32 k per step,
-// on a device with NV cooperative matrices). Odd shapes cover partial tiles in every direction:
-// 70 rows of a 128 bucket, 64 exactly, columns past a tile (37, 45, 96 + 9 +
-// 9), k past a step (40) and not a multiple of 4 (38).
-TEST(VulkanKernels, TiledPrefillMatmulEveryStorageAndEpilogue) {
+// on a device with NV cooperative matrices: on f16 rows, an f16 copy of the
+// weights made at load, where K is a multiple of 8). Odd shapes cover
+// partial tiles in every direction: 70 rows of a 128 bucket, 64 exactly,
+// columns past a tile (37, 45, 96 + 9 + 9), k past a step (40) and not a
+// multiple of 4 (38).
+void ExpectPrefillMatmulsMatch() {
   auto prefill_plan = [] {
     auto tp = std::make_unique<TestPlan>(std::vector<int64_t>{1, 8, 64, 128});
     tp->SetPool(1, 1, 4, 4, 128);
@@ -271,6 +276,125 @@ TEST(VulkanKernels, TiledPrefillMatmulEveryStorageAndEpilogue) {
     ExpectSameOutputs(*tp, r.h, n, prefill_batches(*tp, vocab), 64, "tiled silu_mul " + storage, kPrefillTolerance);
     ExpectSameOutputs(*tp, r.out, k, prefill_batches(*tp, vocab), 64, "tiled residual_add " + storage, kPrefillTolerance);
   }
+}
+
+TEST(VulkanKernels, TiledPrefillMatmulEveryStorageAndEpilogue) { ExpectPrefillMatmulsMatch(); }
+
+// The prefill variant's weights: on a device with cooperative matrices, the
+// executor keeps an f16 copy of quantised weights (and says so);
+// KILN_VULKAN_F16_COPY=0 keeps the kernel that decodes them, whose results
+// must match as well.
+TEST(VulkanKernels, TensorCorePrefillWithAndWithoutTheF16Copy) {
+  auto describe = [] {
+    TestPlan tp(std::vector<int64_t>{1, 64});
+    tp.SetPool(1, 1, 4, 4, 128);
+    const int64_t y = AddMatmul(tp, "q4_K", 256, 16, 7);
+    absl::StatusOr<Plan> plan = tp.Build(y, 16);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    std::string skip;
+    std::unique_ptr<Executor> gpu = plan.ok() ? MakeVulkan(*plan, tp.Source(), 64, &skip) : nullptr;
+    return gpu != nullptr ? gpu->Describe() : "no Vulkan: " + skip;
+  };
+  const std::string with = describe();
+  if (!absl::StrContains(with, "cooperative matrices")) GTEST_SKIP() << "no cooperative matrices: " << with;
+  EXPECT_TRUE(absl::StrContains(with, "f16 copy of the weights for prefill")) << with;
+  setenv("KILN_VULKAN_F16_COPY", "0", 1);
+  const std::string without = describe();
+  EXPECT_FALSE(absl::StrContains(without, "f16 copy")) << without;
+  ExpectPrefillMatmulsMatch();
+  unsetenv("KILN_VULKAN_F16_COPY");
+}
+
+// dequant_f16.comp alone (the f16 copy the executor makes at load where the
+// device has cooperative matrices): every storage's rows against the CPU's
+// decode rounded to f16 (to the nearest; a driver that rounds toward zero is
+// off by one unit in the last place at most).
+TEST(VulkanKernels, DequantF16RowsEveryStorage) {
+  vulkan::VulkanDevice dev;
+  if (absl::Status s = dev.Open(0); !s.ok()) GTEST_SKIP() << "no Vulkan: " << s;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  ASSERT_TRUE(dev.CreateComputeLayouts(8, 36, &set_layout, &layout).ok());
+  const uint32_t sets = static_cast<uint32_t>(Storages().size());
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 8 * sets};
+  VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  dpci.maxSets = sets;
+  dpci.poolSizeCount = 1;
+  dpci.pPoolSizes = &size;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  ASSERT_EQ(dev.api().vkCreateDescriptorPool(dev.device(), &dpci, nullptr, &pool), VK_SUCCESS);
+  absl::StatusOr<vulkan::Buffer> dummy = dev.CreateBuffer(16, true, "dummy");
+  ASSERT_TRUE(dummy.ok()) << dummy.status();
+  for (const StorageCase& c : Storages()) {
+    if (c.k % 8 != 0) continue;  // the copy is made where K is a multiple of 8
+    const int64_t rows = 37;
+    TestPlan tp;
+    tp.Weight("w", c.storage, {rows, c.k}, 3.0f);
+    absl::StatusOr<WeightBytes> w = tp.Source()("w");
+    ASSERT_TRUE(w.ok()) << w.status();
+    vulkan::KernelInstance k{"dequant_f16", {{"WG", "256"}, {"K", absl::StrCat(c.k)}, {"W0", c.storage},
+                                             {"W0_COLS", absl::StrCat(c.k)}}, 256};
+    absl::StatusOr<std::vector<uint32_t>> words = codegen::spirv::CompileInstance(k);
+    ASSERT_TRUE(words.ok()) << words.status();
+    absl::StatusOr<VkPipeline> pipeline = dev.CreateComputePipeline(*words, "main", layout, k.Key());
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    absl::StatusOr<vulkan::Buffer> in = dev.CreateBuffer((w->data.size() + 3) / 4 * 4, true, "weights");
+    absl::StatusOr<vulkan::Buffer> out = dev.CreateBuffer(rows * c.k * 2, true, "f16 rows");
+    ASSERT_TRUE(in.ok() && out.ok());
+    std::memcpy(in->mapped, w->data.data(), w->data.size());
+    std::memset(out->mapped, 0xFF, rows * c.k * 2);  // NaNs where nothing is written
+    VkDescriptorSetAllocateInfo dsai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    dsai.descriptorPool = pool;
+    dsai.descriptorSetCount = 1;
+    dsai.pSetLayouts = &set_layout;
+    VkDescriptorSet set = VK_NULL_HANDLE;
+    ASSERT_EQ(dev.api().vkAllocateDescriptorSets(dev.device(), &dsai, &set), VK_SUCCESS);
+    VkDescriptorBufferInfo info[8];
+    for (auto& i : info) i = VkDescriptorBufferInfo{dummy->buffer, 0, VK_WHOLE_SIZE};
+    info[0] = VkDescriptorBufferInfo{in->buffer, 0, VK_WHOLE_SIZE};
+    info[5] = VkDescriptorBufferInfo{out->buffer, 0, VK_WHOLE_SIZE};
+    VkWriteDescriptorSet writes[8];
+    for (uint32_t i = 0; i < 8; ++i) {
+      writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[i].dstSet = set;
+      writes[i].dstBinding = i;
+      writes[i].descriptorCount = 1;
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &info[i];
+    }
+    dev.api().vkUpdateDescriptorSets(dev.device(), 8, writes, 0, nullptr);
+    uint32_t push[9] = {static_cast<uint32_t>(rows)};
+    // Two workgroups for 37 rows: the grid strides.
+    ASSERT_TRUE(dev.RunOnce([&](VkCommandBuffer cb) {
+                     dev.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, *pipeline);
+                     dev.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, nullptr);
+                     dev.api().vkCmdPushConstants(cb, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), push);
+                     dev.api().vkCmdDispatch(cb, 2, 1, 1);
+                   }).ok());
+    const uint16_t* got = static_cast<const uint16_t*>(out->mapped);
+    std::vector<float> row(c.k);
+    const uint64_t row_bytes = *w->storage.RowBytes(c.k);
+    int exact = 0, mismatched = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_TRUE(cpu::DequantizeRow(w->storage, std::span<const uint8_t>(w->data).subspan(r * row_bytes, row_bytes), row).ok());
+      for (int64_t e = 0; e < c.k; ++e) {
+        const uint16_t want = F32ToF16(row[e]), have = got[r * c.k + e];
+        exact += want == have;
+        const int ulps = std::abs(static_cast<int>(want & 0x7FFF) - static_cast<int>(have & 0x7FFF));
+        if ((want & 0x8000) != (have & 0x8000) && (want & 0x7FFF) != 0) mismatched++;
+        else if (ulps > 1) mismatched++;
+      }
+    }
+    EXPECT_EQ(mismatched, 0) << c.storage;
+    EXPECT_GE(exact, rows * c.k * 99 / 100) << c.storage;  // rounding differs in ties at most
+    dev.api().vkDestroyPipeline(dev.device(), *pipeline, nullptr);
+    dev.DestroyBuffer(*in);
+    dev.DestroyBuffer(*out);
+  }
+  dev.DestroyBuffer(*dummy);
+  dev.api().vkDestroyDescriptorPool(dev.device(), pool, nullptr);
+  dev.api().vkDestroyPipelineLayout(dev.device(), layout, nullptr);
+  dev.api().vkDestroyDescriptorSetLayout(dev.device(), set_layout, nullptr);
 }
 
 TEST(VulkanKernels, EmbeddingOfQuantisedTables) {
