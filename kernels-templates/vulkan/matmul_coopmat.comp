@@ -26,6 +26,18 @@
 #else
 #define NACC 1
 #endif
+// SPLIT (silu_mul, WG = 512): 16 subgroups, each one weight's 32 x 32 (gate's
+// four subgroups of a token row, then up's), so a subgroup holds 4
+// accumulators, not 8, and twice the warps fit an SM for the same tile; the
+// gate and up halves of an output meet in shared memory at the end.
+#ifndef SPLIT
+#define SPLIT 0
+#endif
+#if SPLIT
+#define SG_SETS 1  // accumulator sets a subgroup holds
+#else
+#define SG_SETS NACC
+#endif
 #if EPILOGUE == 0
 #define NCOLS (N0 + N1 + N2)
 #else
@@ -51,7 +63,7 @@
 #define W_TASKS (NACC * BN * TPR)
 #define W_PER ((W_TASKS + WG - 1u) / WG)
 #define SM_TILES ((BM + NACC * BN) * XS4)
-#define SM_PATCH ((WG / 32u) * 512u * NACC / 4u)  // 16 x 32 f32 per subgroup (and up's)
+#define SM_PATCH ((WG / 32u) * 512u * SG_SETS / 4u)  // 16 x 32 f32 per subgroup (and up's)
 
 #include_matmul
 
@@ -61,6 +73,7 @@ shared float inv_rms_[BM];
 // The arena as 16-byte words (its offsets are 256-byte aligned).
 layout(std430, set = 0, binding = 5) buffer Arena4 { vec4 arena4[]; };
 
+#if !SPLIT
 // The subgroup's 16 x 32 patch of results (tokens r0.., columns n0..) into
 // the outputs, element by element, after its epilogue.
 void write_patch(uint r0, uint n0, uint rows) {
@@ -85,6 +98,27 @@ void write_patch(uint r0, uint n0, uint rows) {
   }
   subgroupBarrier();  // the patch is read before the next store
 }
+#endif
+
+#if SPLIT
+// SPLIT's 16 x 32 patches: gate's subgroup `sg` and up's `sg + 4` hold the
+// same outputs; gate's writes silu(gate) * up. Called by every subgroup
+// (barriers); the patches are stored.
+void write_split_patch(uint r0, uint n0, uint rows, bool gate) {
+  const uint sg = gl_SubgroupID;
+  barrier();  // every subgroup's patch is stored
+  if (gate) {
+    for (uint e = gl_SubgroupInvocationID; e < 512u; e += gl_SubgroupSize) {
+      const uint r = r0 + e / 32u, n = n0 + e % 32u;
+      if (r >= rows || n >= NCOLS) continue;
+      const uint at = sg * 512u + e, up_at = at + 4u * 512u;
+      const float v = uintBitsToFloat(sm_[at / 4u][at % 4u]), up = uintBitsToFloat(sm_[up_at / 4u][up_at % 4u]);
+      arena[pc.out0 + r * N0 + n] = v / (1.0 + exp(-v)) * up;
+    }
+  }
+  barrier();  // the patches are read before the next store
+}
+#endif
 
 // Step k0's global reads: activation words (8 of token t's values from k
 // on) and, for q4_K, each task's block header and 16-byte word of codes.
@@ -252,7 +286,12 @@ void main() {
   const uint t0 = gl_WorkGroupID.y * BM;
   if (t0 >= rows) return;  // the same for the whole workgroup
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+#if SPLIT
+  // Two rows of 32 tokens x (gate's 4, up's 4) subgroups of 32 columns.
+  const uint sm = (sg / 8u) * 32u, sw = (sg % 8u) / 4u, sn = (sg % 4u) * 32u;
+#else
   const uint sm = (sg / 4u) * 32u, sn = (sg % 4u) * 32u;  // the subgroup's corner in the tile
+#endif
 
 #if HAS_NORM
   // 1 / rms of the tile's tokens: a subgroup per token at a time, lanes along k.
@@ -281,7 +320,7 @@ void main() {
     // Named accumulators, not arrays: fragments in arrays indexed by loops
     // may live in local memory.
     FRAG_SUM g00 = FRAG_SUM(0.0), g01 = FRAG_SUM(0.0), g10 = FRAG_SUM(0.0), g11 = FRAG_SUM(0.0);
-#if EPILOGUE == 1
+#if EPILOGUE == 1 && !SPLIT
     FRAG_SUM u00 = FRAG_SUM(0.0), u01 = FRAG_SUM(0.0), u10 = FRAG_SUM(0.0), u11 = FRAG_SUM(0.0);
 #endif
     read_step(0u, t0, n0, rows);
@@ -295,13 +334,18 @@ void main() {
         const uint bb = BM * XS4, kw = kk / 8u;
         coopMatLoadNV(a0, sm_, sm * XS4 + kw, XS4, false);
         coopMatLoadNV(a1, sm_, (sm + 16u) * XS4 + kw, XS4, false);
-        coopMatLoadNV(b0, sm_, bb + sn * XS4 + kw, XS4, true);
-        coopMatLoadNV(b1, sm_, bb + (sn + 16u) * XS4 + kw, XS4, true);
+#if SPLIT
+        const uint bn = bb + sw * BN * XS4;  // this subgroup's weight's rows
+#else
+        const uint bn = bb;
+#endif
+        coopMatLoadNV(b0, sm_, bn + sn * XS4 + kw, XS4, true);
+        coopMatLoadNV(b1, sm_, bn + (sn + 16u) * XS4 + kw, XS4, true);
         g00 = coopMatMulAddNV(a0, b0, g00);
         g01 = coopMatMulAddNV(a0, b1, g01);
         g10 = coopMatMulAddNV(a1, b0, g10);
         g11 = coopMatMulAddNV(a1, b1, g11);
-#if EPILOGUE == 1
+#if EPILOGUE == 1 && !SPLIT
         coopMatLoadNV(b0, sm_, bb + (BN + sn) * XS4 + kw, XS4, true);
         coopMatLoadNV(b1, sm_, bb + (BN + sn + 16u) * XS4 + kw, XS4, true);
         u00 = coopMatMulAddNV(a0, b0, u00);
@@ -315,6 +359,15 @@ void main() {
 
     // Rows 0-15 of the subgroup's 32 x 32, then rows 16-31 (up's patch 512
     // floats after gate's).
+#if SPLIT
+    const uint mine = sg * 128u;
+    coopMatStoreNV(g00, sm_, mine, 8u, false);
+    coopMatStoreNV(g01, sm_, mine + 4u, 8u, false);
+    write_split_patch(t0 + sm, n0 + sn, rows, sw == 0u);
+    coopMatStoreNV(g10, sm_, mine, 8u, false);
+    coopMatStoreNV(g11, sm_, mine + 4u, 8u, false);
+    write_split_patch(t0 + sm + 16u, n0 + sn, rows, sw == 0u);
+#else
     const uint mine = sg * 128u * NACC;
     coopMatStoreNV(g00, sm_, mine, 8u, false);
     coopMatStoreNV(g01, sm_, mine + 4u, 8u, false);
@@ -330,6 +383,7 @@ void main() {
     coopMatStoreNV(u11, sm_, mine + 132u, 8u, false);
 #endif
     write_patch(t0 + sm + 16u, n0 + sn, rows);
+#endif
     barrier();  // the patches are read before another column tile is staged
   }
 }

@@ -148,9 +148,11 @@ absl::Status VulkanDevice::Open(int index) {
     VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
     f2.pNext = &coop_features;
     api_.vkGetPhysicalDeviceFeatures2(physical_, &f2);
-    // matmul_coopmat.comp lays its 256 threads out as 8 subgroups of 32.
+    // matmul_coopmat.comp lays its 256 threads out as 8 subgroups of 32 (its
+    // silu_mul on f16 rows 512 as 16).
     has_coopmat_ = has_shape && coop_features.cooperativeMatrix && f16_features.shaderFloat16 && model_features.vulkanMemoryModel &&
-                   props_.limits.maxComputeSharedMemorySize >= 48 * 1024 && subgroup.subgroupSize == 32;
+                   props_.limits.maxComputeSharedMemorySize >= 48 * 1024 && subgroup.subgroupSize == 32 &&
+                   props_.limits.maxComputeWorkGroupInvocations >= 512;
   }
   description_ = has_driver_props ? absl::StrCat("vulkan (", props_.deviceName, ", ", driver.driverInfo, ")")
                                   : absl::StrCat("vulkan (", props_.deviceName, ")");

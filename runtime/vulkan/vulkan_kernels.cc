@@ -214,8 +214,11 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   if (k % 8 == 0) {
     // The same on f16 rows (16-byte words): the executor's f16 copy of the
     // weights, or f16 weights themselves.
-    InstanceBuilder f16 = coopmat;
+    // silu_mul's 512 threads: a subgroup per weight's 32 x 32 (SPLIT), 4
+    // accumulators a subgroup instead of 8, twice the warps an SM.
+    InstanceBuilder f16 = epi == 1 ? coopmat.Variant("matmul_coopmat", 2 * kCoopWorkgroup) : coopmat;
     f16.Int("Q4K_LANES", 0).Int("F16W", 1);
+    if (epi == 1) f16.Int("SPLIT", 1);
     for (size_t i = 0; i < ws.size(); ++i) {
       f16.Set(absl::StrCat("W", i), "f16");
       const std::optional<StorageName> storage = ParseStorageName(ws[i]->storage);
