@@ -372,6 +372,40 @@ absl::StatusOr<VkPipeline> VulkanDevice::CreateComputePipeline(std::span<const u
   return pipeline;
 }
 
+absl::StatusOr<VkDescriptorPool> VulkanDevice::CreateDescriptorPool(uint32_t sets, uint32_t buffers) const {
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, buffers * sets};
+  VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  dpci.maxSets = sets;
+  dpci.poolSizeCount = 1;
+  dpci.pPoolSizes = &size;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  KILN_VK_CHECK(api_.vkCreateDescriptorPool(device_, &dpci, nullptr, &pool), "vkCreateDescriptorPool");
+  return pool;
+}
+
+absl::StatusOr<VkDescriptorSet> VulkanDevice::AllocateDescriptorSet(VkDescriptorPool pool,
+                                                                    VkDescriptorSetLayout layout) const {
+  VkDescriptorSetAllocateInfo dsai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  dsai.descriptorPool = pool;
+  dsai.descriptorSetCount = 1;
+  dsai.pSetLayouts = &layout;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  KILN_VK_CHECK(api_.vkAllocateDescriptorSets(device_, &dsai, &set), "vkAllocateDescriptorSets");
+  return set;
+}
+
+void VulkanDevice::WriteStorageBuffers(VkDescriptorSet set, std::span<const VkDescriptorBufferInfo> buffers) const {
+  std::vector<VkWriteDescriptorSet> writes(buffers.size(), VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET});
+  for (uint32_t i = 0; i < writes.size(); ++i) {
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &buffers[i];
+  }
+  api_.vkUpdateDescriptorSets(device_, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+}
+
 void VulkanDevice::PrintPipelineStatistics(VkPipeline pipeline, const std::string& what) const {
   VkPipelineInfoKHR info{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
   info.pipeline = pipeline;

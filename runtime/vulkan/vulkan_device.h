@@ -52,6 +52,12 @@ class VulkanDevice {
   // pipeline layout over it with `push_bytes` of push constants, for compute.
   absl::Status CreateComputeLayouts(uint32_t buffers, uint32_t push_bytes, VkDescriptorSetLayout* set_layout,
                                     VkPipelineLayout* layout);
+  // A pool of `sets` descriptor sets of `buffers` storage buffers each, and
+  // one set of `layout` from it.
+  absl::StatusOr<VkDescriptorPool> CreateDescriptorPool(uint32_t sets, uint32_t buffers) const;
+  absl::StatusOr<VkDescriptorSet> AllocateDescriptorSet(VkDescriptorPool pool, VkDescriptorSetLayout layout) const;
+  // Points bindings 0 .. buffers.size() - 1 of `set` (storage buffers) at `buffers`.
+  void WriteStorageBuffers(VkDescriptorSet set, std::span<const VkDescriptorBufferInfo> buffers) const;
   // A compute pipeline from SPIR-V words; errors name `what`.
   absl::StatusOr<VkPipeline> CreateComputePipeline(std::span<const uint32_t> words, const char* entry_point,
                                                    VkPipelineLayout layout, const std::string& what);

@@ -400,14 +400,8 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
 
 absl::Status VulkanExecutor::MakeF16Copy() {
   if (f16_copy_pipelines_.empty()) return absl::OkStatus();
-  const uint32_t n = static_cast<uint32_t>(f16_copy_pipelines_.size());
-  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 8 * n};
-  VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-  dpci.maxSets = n;
-  dpci.poolSizeCount = 1;
-  dpci.pPoolSizes = &size;
-  VkDescriptorPool pool = VK_NULL_HANDLE;
-  KILN_VK_CHECK(dev_.api().vkCreateDescriptorPool(dev_.device(), &dpci, nullptr, &pool), "vkCreateDescriptorPool");
+  absl::StatusOr<VkDescriptorPool> pool = dev_.CreateDescriptorPool(static_cast<uint32_t>(f16_copy_pipelines_.size()), 8);
+  if (!pool.ok()) return pool.status();
   struct Copy {
     VkPipeline pipeline;
     VkDescriptorSet set;
@@ -419,29 +413,17 @@ absl::Status VulkanExecutor::MakeF16Copy() {
     const PlanWeight* w = plan_.FindWeight(name);
     const Placed& from = placed_weights_.at(name);
     const Placed& to = placed_f16_.at(name);
-    Copy c{pipeline, VK_NULL_HANDLE, static_cast<uint32_t>(w->shape[0]), 1};
-    VkDescriptorSetAllocateInfo dsai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-    dsai.descriptorPool = pool;
-    dsai.descriptorSetCount = 1;
-    dsai.pSetLayouts = &set_layout_;
-    if (VkResult r = dev_.api().vkAllocateDescriptorSets(dev_.device(), &dsai, &c.set); r != VK_SUCCESS) {
-      made = absl::InternalError(absl::StrCat("vkAllocateDescriptorSets: ", VkResultName(r)));
+    absl::StatusOr<VkDescriptorSet> set = dev_.AllocateDescriptorSet(*pool, set_layout_);
+    if (!set.ok()) {
+      made = set.status();
       break;
     }
+    Copy c{pipeline, *set, static_cast<uint32_t>(w->shape[0]), 1};
     VkDescriptorBufferInfo info[8];
     for (auto& i : info) i = VkDescriptorBufferInfo{dummy_.buffer, 0, VK_WHOLE_SIZE};
     info[0] = VkDescriptorBufferInfo{weights_.buffer, from.offset, (from.size + 3) / 4 * 4};
     info[5] = VkDescriptorBufferInfo{weights_f16_.buffer, to.offset, to.size};
-    VkWriteDescriptorSet writes[8];
-    for (uint32_t i = 0; i < 8; ++i) {
-      writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-      writes[i].dstSet = c.set;
-      writes[i].dstBinding = i;
-      writes[i].descriptorCount = 1;
-      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[i].pBufferInfo = &info[i];
-    }
-    dev_.api().vkUpdateDescriptorSets(dev_.device(), 8, writes, 0, nullptr);
+    dev_.WriteStorageBuffers(c.set, info);
     // A word (8 elements) per invocation, 256 a workgroup, striding past the grid's limit.
     const uint64_t words = static_cast<uint64_t>(w->shape[0]) * w->shape[1] / 8;
     c.groups = static_cast<uint32_t>(
@@ -460,28 +442,23 @@ absl::Status VulkanExecutor::MakeF16Copy() {
       }
     });
   }
-  dev_.api().vkDestroyDescriptorPool(dev_.device(), pool, nullptr);
+  dev_.api().vkDestroyDescriptorPool(dev_.device(), *pool, nullptr);
   return made;
 }
 
 absl::Status VulkanExecutor::WriteDescriptorSets() {
   uint32_t sets = static_cast<uint32_t>(dispatches_.size());
   for (const Dispatch& d : dispatches_) sets += d.tiled_f16 ? 1 : 0;
-  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 8 * sets};
-  VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-  dpci.maxSets = sets;
-  dpci.poolSizeCount = 1;
-  dpci.pPoolSizes = &size;
-  KILN_VK_CHECK(dev_.api().vkCreateDescriptorPool(dev_.device(), &dpci, nullptr, &descriptor_pool_), "vkCreateDescriptorPool");
+  absl::StatusOr<VkDescriptorPool> pool = dev_.CreateDescriptorPool(sets, 8);
+  if (!pool.ok()) return pool.status();
+  descriptor_pool_ = *pool;
   const int64_t layer_bytes = 2 * kv_half_floats_ * 4;
   // f16: the set of tiled_f16 dispatches' prefill variant (weight slots on
   // the f16 copies).
   auto write_set = [&](const Dispatch& d, bool f16, VkDescriptorSet* set) -> absl::Status {
-    VkDescriptorSetAllocateInfo dsai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-    dsai.descriptorPool = descriptor_pool_;
-    dsai.descriptorSetCount = 1;
-    dsai.pSetLayouts = &set_layout_;
-    KILN_VK_CHECK(dev_.api().vkAllocateDescriptorSets(dev_.device(), &dsai, set), "vkAllocateDescriptorSets");
+    absl::StatusOr<VkDescriptorSet> allocated = dev_.AllocateDescriptorSet(descriptor_pool_, set_layout_);
+    if (!allocated.ok()) return allocated.status();
+    *set = *allocated;
     VkDescriptorBufferInfo info[8];
     for (auto& i : info) i = VkDescriptorBufferInfo{dummy_.buffer, 0, VK_WHOLE_SIZE};
     if (d.planned.uses_partials) info[0] = VkDescriptorBufferInfo{partials_.buffer, 0, VK_WHOLE_SIZE};
@@ -508,16 +485,7 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
     }
     info[3] = VkDescriptorBufferInfo{io_.buffer, 0, VK_WHOLE_SIZE};
     info[7] = VkDescriptorBufferInfo{step_inputs_.buffer, 0, VK_WHOLE_SIZE};
-    VkWriteDescriptorSet writes[8];
-    for (uint32_t i = 0; i < 8; ++i) {
-      writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-      writes[i].dstSet = *set;
-      writes[i].dstBinding = i;
-      writes[i].descriptorCount = 1;
-      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[i].pBufferInfo = &info[i];
-    }
-    dev_.api().vkUpdateDescriptorSets(dev_.device(), 8, writes, 0, nullptr);
+    dev_.WriteStorageBuffers(*set, info);
     return absl::OkStatus();
   };
   for (Dispatch& d : dispatches_) {

@@ -28,34 +28,19 @@ class CopyPipeline {
   }
 
   absl::Status Create(const Buffer& src, const Buffer& dst) {
-    const VulkanApi& api = dev_.api();
     if (absl::Status s = dev_.CreateComputeLayouts(2, sizeof(uint32_t), &set_layout_, &layout_); !s.ok()) return s;
     absl::StatusOr<VkPipeline> pipeline = dev_.CreateComputePipeline(kCopySpirv, "main", layout_, "of the probe");
     if (!pipeline.ok()) return pipeline.status();
     pipeline_ = *pipeline;
 
-    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 2};
-    VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-    dpci.maxSets = 1;
-    dpci.poolSizeCount = 1;
-    dpci.pPoolSizes = &size;
-    KILN_VK_CHECK(api.vkCreateDescriptorPool(dev_.device(), &dpci, nullptr, &pool_), "probe descriptor pool");
-    VkDescriptorSetAllocateInfo dsai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-    dsai.descriptorPool = pool_;
-    dsai.descriptorSetCount = 1;
-    dsai.pSetLayouts = &set_layout_;
-    KILN_VK_CHECK(api.vkAllocateDescriptorSets(dev_.device(), &dsai, &set_), "probe descriptor set");
-    VkDescriptorBufferInfo infos[2] = {{src.buffer, 0, src.size}, {dst.buffer, 0, dst.size}};
-    VkWriteDescriptorSet writes[2] = {};
-    for (uint32_t i = 0; i < 2; ++i) {
-      writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-      writes[i].dstSet = set_;
-      writes[i].dstBinding = i;
-      writes[i].descriptorCount = 1;
-      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[i].pBufferInfo = &infos[i];
-    }
-    api.vkUpdateDescriptorSets(dev_.device(), 2, writes, 0, nullptr);
+    absl::StatusOr<VkDescriptorPool> pool = dev_.CreateDescriptorPool(1, 2);
+    if (!pool.ok()) return pool.status();
+    pool_ = *pool;
+    absl::StatusOr<VkDescriptorSet> set = dev_.AllocateDescriptorSet(pool_, set_layout_);
+    if (!set.ok()) return set.status();
+    set_ = *set;
+    const VkDescriptorBufferInfo infos[2] = {{src.buffer, 0, src.size}, {dst.buffer, 0, dst.size}};
+    dev_.WriteStorageBuffers(set_, infos);
     return absl::OkStatus();
   }
 

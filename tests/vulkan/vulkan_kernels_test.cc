@@ -315,14 +315,8 @@ TEST(VulkanKernels, DequantF16RowsEveryStorage) {
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
   ASSERT_TRUE(dev.CreateComputeLayouts(8, 36, &set_layout, &layout).ok());
-  const uint32_t sets = static_cast<uint32_t>(Storages().size());
-  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 8 * sets};
-  VkDescriptorPoolCreateInfo dpci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-  dpci.maxSets = sets;
-  dpci.poolSizeCount = 1;
-  dpci.pPoolSizes = &size;
-  VkDescriptorPool pool = VK_NULL_HANDLE;
-  ASSERT_EQ(dev.api().vkCreateDescriptorPool(dev.device(), &dpci, nullptr, &pool), VK_SUCCESS);
+  absl::StatusOr<VkDescriptorPool> pool = dev.CreateDescriptorPool(static_cast<uint32_t>(Storages().size()), 8);
+  ASSERT_TRUE(pool.ok()) << pool.status();
   absl::StatusOr<vulkan::Buffer> dummy = dev.CreateBuffer(16, true, "dummy");
   ASSERT_TRUE(dummy.ok()) << dummy.status();
   for (const StorageCase& c : Storages()) {
@@ -343,31 +337,18 @@ TEST(VulkanKernels, DequantF16RowsEveryStorage) {
     ASSERT_TRUE(in.ok() && out.ok());
     std::memcpy(in->mapped, w->data.data(), w->data.size());
     std::memset(out->mapped, 0xFF, rows * c.k * 2);  // NaNs where nothing is written
-    VkDescriptorSetAllocateInfo dsai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-    dsai.descriptorPool = pool;
-    dsai.descriptorSetCount = 1;
-    dsai.pSetLayouts = &set_layout;
-    VkDescriptorSet set = VK_NULL_HANDLE;
-    ASSERT_EQ(dev.api().vkAllocateDescriptorSets(dev.device(), &dsai, &set), VK_SUCCESS);
+    absl::StatusOr<VkDescriptorSet> set = dev.AllocateDescriptorSet(*pool, set_layout);
+    ASSERT_TRUE(set.ok()) << set.status();
     VkDescriptorBufferInfo info[8];
     for (auto& i : info) i = VkDescriptorBufferInfo{dummy->buffer, 0, VK_WHOLE_SIZE};
     info[0] = VkDescriptorBufferInfo{in->buffer, 0, VK_WHOLE_SIZE};
     info[5] = VkDescriptorBufferInfo{out->buffer, 0, VK_WHOLE_SIZE};
-    VkWriteDescriptorSet writes[8];
-    for (uint32_t i = 0; i < 8; ++i) {
-      writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-      writes[i].dstSet = set;
-      writes[i].dstBinding = i;
-      writes[i].descriptorCount = 1;
-      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[i].pBufferInfo = &info[i];
-    }
-    dev.api().vkUpdateDescriptorSets(dev.device(), 8, writes, 0, nullptr);
+    dev.WriteStorageBuffers(*set, info);
     uint32_t push[9] = {static_cast<uint32_t>(rows)};
     // Two workgroups for 37 rows: the grid strides.
     ASSERT_TRUE(dev.RunOnce([&](VkCommandBuffer cb) {
                      dev.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, *pipeline);
-                     dev.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, nullptr);
+                     dev.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &*set, 0, nullptr);
                      dev.api().vkCmdPushConstants(cb, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), push);
                      dev.api().vkCmdDispatch(cb, 2, 1, 1);
                    }).ok());
@@ -392,7 +373,7 @@ TEST(VulkanKernels, DequantF16RowsEveryStorage) {
     dev.DestroyBuffer(*out);
   }
   dev.DestroyBuffer(*dummy);
-  dev.api().vkDestroyDescriptorPool(dev.device(), pool, nullptr);
+  dev.api().vkDestroyDescriptorPool(dev.device(), *pool, nullptr);
   dev.api().vkDestroyPipelineLayout(dev.device(), layout, nullptr);
   dev.api().vkDestroyDescriptorSetLayout(dev.device(), set_layout, nullptr);
 }
