@@ -64,14 +64,26 @@ bool ThreadPool::WaitForJob(uint64_t seen) {
   return !shutdown_.load(std::memory_order_acquire);
 }
 
+bool ThreadPool::TryJoin() {
+  uint64_t s = state_.load(std::memory_order_acquire);
+  while (s & kOpen) {
+    // Acquire: the job's fields were written before the caller opened it.
+    if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+  }
+  return false;
+}
+
 void ThreadPool::WorkerLoop() {
   inside_job = true;
   uint64_t seen = 0;
   while (WaitForJob(seen)) {
     seen = generation_.load(std::memory_order_acquire);
+    if (!TryJoin()) continue;
     RunChunks();
-    if (busy_workers_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      // Taking the lock orders this notify after a caller's check-then-wait.
+    if (state_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // The last worker out of a closed job (the state was exactly one
+      // worker, not open). Taking the lock orders this notify after the
+      // caller's check-then-wait.
       std::lock_guard<std::mutex> lock(mu_);
       done_.notify_one();
     }
@@ -91,7 +103,8 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
   job_n_ = n;
   job_grain_ = grain;
   next_.store(0, std::memory_order_relaxed);
-  busy_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  // No worker is inside a job here: the previous call waited for them all.
+  state_.store(kOpen, std::memory_order_release);
   {
     // Bumped under the lock so that a worker between its check and its wait
     // cannot miss it; the release publishes the job fields above.
@@ -102,7 +115,10 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
   inside_job = true;
   RunChunks();
   inside_job = false;
-  auto all_done = [&] { return busy_workers_.load(std::memory_order_acquire) == 0; };
+  // Every chunk is taken: close the job, then wait only for the workers that
+  // joined it (they may still be running their last chunk).
+  state_.fetch_and(~kOpen, std::memory_order_acq_rel);
+  auto all_done = [&] { return state_.load(std::memory_order_acquire) == 0; };
   if (!SpinUntil(all_done)) {
     std::unique_lock<std::mutex> lock(mu_);
     done_.wait(lock, all_done);

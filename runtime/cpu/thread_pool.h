@@ -40,6 +40,9 @@ class ThreadPool {
   // hundreds of small jobs back to back, and waking a thread from a condition
   // variable costs about 10 us), then blocks. False on shutdown.
   bool WaitForJob(uint64_t seen);
+  // Enters the open job, if there is one: false when it is closed (the
+  // caller has taken or finished every chunk) or when no job was ever open.
+  bool TryJoin();
   // Takes chunks of the current job until none is left.
   void RunChunks();
 
@@ -48,9 +51,14 @@ class ThreadPool {
 
   std::mutex mu_;                        // guards the sleeping side of the two signals below
   std::condition_variable wake_;         // workers: a new job or shutdown
-  std::condition_variable done_;         // caller: the last worker left the job
+  std::condition_variable done_;         // caller: the last worker left the closed job
   std::atomic<uint64_t> generation_{0};  // bumped per job
-  std::atomic<int> busy_workers_{0};     // workers still inside the current job
+  // kOpen while workers may still join the current job, plus the number of
+  // workers inside it. The caller waits only for workers that joined: one
+  // that was descheduled before it joined (a loaded or oversubscribed host)
+  // finds the job closed when it runs and is not waited for.
+  static constexpr uint64_t kOpen = uint64_t{1} << 63;
+  std::atomic<uint64_t> state_{0};
   std::atomic<bool> shutdown_{false};
 
   // The current job, written before generation_ is bumped.
