@@ -101,7 +101,10 @@ absl::StatusOr<std::vector<SpirvModule>> ParseBundle(std::span<const uint8_t> by
     m.template_name = *name;
     m.constants = *constants;
     m.entry_point = *entry;
-    if (!absl::SimpleAtoi(*wg, &m.workgroup_size) || m.workgroup_size <= 0) {
+    // The writer's own decimal text only ("064", "+64" or " 64" are damage),
+    // so that what parses serializes back to the same bytes.
+    if (!absl::SimpleAtoi(*wg, &m.workgroup_size) || m.workgroup_size <= 0 ||
+        absl::StrCat(m.workgroup_size) != *wg) {
       return absl::DataLossError(absl::StrFormat("vulkan kernels: module %d (%s) has workgroup size '%s'", i,
                                                  m.template_name, *wg));
     }

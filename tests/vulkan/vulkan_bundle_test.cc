@@ -125,6 +125,20 @@ TEST(VulkanBundle, DamagedBytesAreErrors) {
   huge[16] = 0xFF;  // the first string's length
   huge[17] = 0xFF;
   EXPECT_FALSE(vulkan::ParseBundle(huge).ok());
+  // Workgroup sizes the writer never writes, put where "64" was (after the
+  // magic, version, count and the strings "matmul", "K=64" and "main").
+  for (const char* wg : {"064", "+64", " 64", "0", "-1", "6x"}) {
+    vulkan::SpirvModule odd = m;
+    std::vector<uint8_t> bytes = vulkan::SerializeBundle({odd});
+    const std::string text(wg);
+    const size_t at = 8 + 4 + 4 + (4 + 6) + (4 + 4) + (4 + 4);  // the workgroup string's length field
+    ASSERT_EQ(bytes[at], 2);
+    bytes[at] = static_cast<uint8_t>(text.size());
+    bytes.erase(bytes.begin() + at + 4, bytes.begin() + at + 6);
+    bytes.insert(bytes.begin() + at + 4, text.begin(), text.end());
+    EXPECT_THAT(std::string(vulkan::ParseBundle(bytes).status().message()),
+                ::testing::HasSubstr("has workgroup size '" + text + "'"));
+  }
   m.words[0] = 0x12345678;
   EXPECT_THAT(std::string(vulkan::ParseBundle(vulkan::SerializeBundle({m})).status().message()),
               ::testing::HasSubstr("SPIR-V magic"));
