@@ -12,118 +12,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/util/json.h"
+#include "tests/serving/serve_client.h"
 #include "tests/test_support.h"
 
 namespace kiln {
 namespace {
 
 using ::testing::HasSubstr;
-
-// A `kiln serve` child process on a free port.
-class Server {
- public:
-  explicit Server(const std::vector<std::string>& args) {
-    int out[2];
-    if (pipe(out) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], 1);
-      close(out[0]);
-      std::vector<std::string> all = {KILN_EXE, "serve"};
-      all.insert(all.end(), args.begin(), args.end());
-      all.insert(all.end(), {"--port", "0"});
-      std::vector<char*> argv;
-      for (std::string& a : all) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(KILN_EXE, argv.data());
-      _exit(127);
-    }
-    close(out[1]);
-    std::string line;
-    char c;
-    while (read(out[0], &c, 1) == 1) {
-      if (c != '\n') {
-        line += c;
-        continue;
-      }
-      if (const size_t at = line.find("listening on http://127.0.0.1:"); at != std::string::npos) {
-        port_ = std::atoi(line.c_str() + at + 30);
-        listening_ = line;
-        break;
-      }
-      line.clear();
-    }
-    fd_ = out[0];
-  }
-  ~Server() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status;
-      waitpid(pid_, &status, 0);
-    }
-    if (fd_ >= 0) close(fd_);
-  }
-  int port() const { return port_; }
-  // "kiln serve: listening on http://127.0.0.1:PORT (model ..., N KV pages of ...)"
-  const std::string& listening() const { return listening_; }
-
- private:
-  std::string listening_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-  int fd_ = -1;
-};
-
-int Connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-struct Response {
-  int status = 0;
-  std::string body;  // de-chunked
-};
-
-// One request on a fresh connection (Connection: close), read to the end.
-Response Request(int port, const std::string& method, const std::string& path, const std::string& body = "",
-                 const std::string& extra_headers = "") {
-  Response r;
-  const int fd = Connect(port);
-  if (fd < 0) return r;
-  const std::string req = method + " " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + extra_headers +
-                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-  send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-  std::string raw;
-  char buf[4096];
-  ssize_t n;
-  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) raw.append(buf, n);
-  close(fd);
-  const size_t head_end = raw.find("\r\n\r\n");
-  if (head_end == std::string::npos) return r;
-  r.status = std::atoi(raw.c_str() + 9);
-  std::string rest = raw.substr(head_end + 4);
-  if (raw.substr(0, head_end).find("chunked") != std::string::npos) {
-    size_t pos = 0;
-    while (pos < rest.size()) {
-      const size_t eol = rest.find("\r\n", pos);
-      const size_t len = std::stoul(rest.substr(pos, eol - pos), nullptr, 16);
-      if (len == 0) break;
-      r.body += rest.substr(eol + 2, len);
-      pos = eol + 2 + len + 2;
-    }
-  } else {
-    r.body = rest;
-  }
-  return r;
-}
+using testing::HttpCall;
+using testing::HttpReply;
+using testing::ServeProcess;
 
 std::string GoldenText(const std::string& file) {
   const std::filesystem::path p = testing::TestDataFile("golden/stories260K/" + file + ".json");
@@ -131,7 +29,7 @@ std::string GoldenText(const std::string& file) {
   return j.ok() ? j->Find("generated_text")->string_value() : "";
 }
 
-std::string CompletionText(const Response& r) {
+std::string CompletionText(const HttpReply& r) {
   absl::StatusOr<JsonValue> j = ParseJson(r.body);
   if (!j.ok() || !j->Find("choices")) return "<" + r.body + ">";
   return j->Find("choices")->array()[0].Find("text")->string_value();
@@ -140,20 +38,20 @@ std::string CompletionText(const Response& r) {
 TEST(KilnServe, CompletionsMatchGoldensStreamedOrNot) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
-  Server server({model.string(), "--kv-memory", "16"});
+  ServeProcess server({model.string(), "--kv-memory", "16"});
   ASSERT_GT(server.port(), 0);
-  EXPECT_EQ(Request(server.port(), "GET", "/health").body, "{\"status\":\"ok\"}");
-  const Response models = Request(server.port(), "GET", "/v1/models");
+  EXPECT_EQ(HttpCall(server.port(), "GET", "/health").body, "{\"status\":\"ok\"}");
+  const HttpReply models = HttpCall(server.port(), "GET", "/v1/models");
   EXPECT_THAT(models.body, HasSubstr("\"id\":\"stories260K.gguf\""));
 
   const std::string want = GoldenText("p01_once_upon_a_time");
-  const Response r = Request(server.port(), "POST", "/v1/completions",
+  const HttpReply r = HttpCall(server.port(), "POST", "/v1/completions",
                              R"({"prompt": "Once upon a time", "max_tokens": 64, "temperature": 0})");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(CompletionText(r), want);
   EXPECT_THAT(r.body, HasSubstr("\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":64,\"total_tokens\":69}"));
 
-  const Response s = Request(server.port(), "POST", "/v1/completions",
+  const HttpReply s = HttpCall(server.port(), "POST", "/v1/completions",
                              R"({"prompt": "Once upon a time", "max_tokens": 64, "temperature": 0, "stream": true})");
   ASSERT_EQ(s.status, 200);
   std::string streamed;
@@ -174,13 +72,13 @@ TEST(KilnServe, CompletionsMatchGoldensStreamedOrNot) {
   EXPECT_THAT(s.body, HasSubstr("data: [DONE]"));
 
   // stop strings cut the text before them.
-  const Response stopped = Request(server.port(), "POST", "/v1/completions",
+  const HttpReply stopped = HttpCall(server.port(), "POST", "/v1/completions",
                                    R"({"prompt": "Once upon a time", "max_tokens": 64, "temperature": 0, "stop": ["Lily"]})");
   EXPECT_EQ(CompletionText(stopped), ", there was a little girl named ");
   EXPECT_THAT(stopped.body, HasSubstr("\"finish_reason\":\"stop\""));
 
   // n samples, seeded.
-  const Response two = Request(server.port(), "POST", "/v1/completions",
+  const HttpReply two = HttpCall(server.port(), "POST", "/v1/completions",
                                R"({"prompt": "The little girl", "max_tokens": 8, "n": 2, "seed": 5, "logprobs": 2})");
   ASSERT_EQ(two.status, 200) << two.body;
   absl::StatusOr<JsonValue> j = ParseJson(two.body);
@@ -188,61 +86,61 @@ TEST(KilnServe, CompletionsMatchGoldensStreamedOrNot) {
   EXPECT_EQ(j->Find("choices")->array().size(), 2u);
   EXPECT_EQ(j->Find("choices")->array()[1].Find("logprobs")->Find("top_logprobs")->array().size(), 8u);
 
-  const std::string metrics = Request(server.port(), "GET", "/metrics").body;
+  const std::string metrics = HttpCall(server.port(), "GET", "/metrics").body;
   EXPECT_THAT(metrics, HasSubstr("kiln_requests_total 4"));
   EXPECT_THAT(metrics, HasSubstr("kiln_time_to_first_token_seconds_count 5"));
   EXPECT_THAT(metrics, HasSubstr("kiln_kv_pages_used 0"));
-  EXPECT_THAT(Request(server.port(), "GET", "/").body, HasSubstr("/v1/chat/completions"));
+  EXPECT_THAT(HttpCall(server.port(), "GET", "/").body, HasSubstr("/v1/chat/completions"));
 }
 
 TEST(KilnServe, BadRequestsGetClearErrors) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
-  Server server({model.string(), "--kv-memory", "16", "--max-body", "2000"});
+  ServeProcess server({model.string(), "--kv-memory", "16", "--max-body", "2000"});
   ASSERT_GT(server.port(), 0);
-  Response r = Request(server.port(), "POST", "/v1/completions", "{not json");
+  HttpReply r = HttpCall(server.port(), "POST", "/v1/completions", "{not json");
   EXPECT_EQ(r.status, 400);
   EXPECT_THAT(r.body, HasSubstr("not valid JSON"));
-  r = Request(server.port(), "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 5000})");
+  r = HttpCall(server.port(), "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 5000})");
   EXPECT_EQ(r.status, 400);
   EXPECT_THAT(r.body, HasSubstr("'max_tokens' must be a number in [1, 4096]"));
-  r = Request(server.port(), "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 2047})");
+  r = HttpCall(server.port(), "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 2047})");
   EXPECT_EQ(r.status, 400);
   EXPECT_THAT(r.body, HasSubstr("exceeds the context of 2048 tokens"));
-  r = Request(server.port(), "POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})");
+  r = HttpCall(server.port(), "POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})");
   EXPECT_EQ(r.status, 400);
   EXPECT_THAT(r.body, HasSubstr("no usable chat template"));
-  r = Request(server.port(), "POST", "/v1/completions", std::string(3000, ' '));
+  r = HttpCall(server.port(), "POST", "/v1/completions", std::string(3000, ' '));
   EXPECT_EQ(r.status, 413);
-  EXPECT_EQ(Request(server.port(), "GET", "/v2/nothing").status, 404);
-  r = Request(server.port(), "POST", "/v1/completions", R"({"model": "gpt-9", "prompt": "a"})");
+  EXPECT_EQ(HttpCall(server.port(), "GET", "/v2/nothing").status, 404);
+  r = HttpCall(server.port(), "POST", "/v1/completions", R"({"model": "gpt-9", "prompt": "a"})");
   EXPECT_EQ(r.status, 404);
   EXPECT_THAT(r.body, HasSubstr("model 'gpt-9' is not served here"));
-  r = Request(server.port(), "POST", "/v1/completions", R"({"prompt": 7})");
+  r = HttpCall(server.port(), "POST", "/v1/completions", R"({"prompt": 7})");
   EXPECT_EQ(r.status, 400);
   EXPECT_THAT(r.body, HasSubstr("'prompt' must be a string"));
-  r = Request(server.port(), "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": -3})");
+  r = HttpCall(server.port(), "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": -3})");
   EXPECT_EQ(r.status, 400);
-  r = Request(server.port(), "POST", "/v1/completions", R"({"prompt": "a", "stream": "yes"})");
+  r = HttpCall(server.port(), "POST", "/v1/completions", R"({"prompt": "a", "stream": "yes"})");
   EXPECT_EQ(r.status, 400);
   EXPECT_THAT(r.body, HasSubstr("'stream' must be a boolean"));
   // After all of that the server still serves.
-  EXPECT_EQ(Request(server.port(), "GET", "/health").status, 200);
+  EXPECT_EQ(HttpCall(server.port(), "GET", "/health").status, 200);
 }
 
 TEST(KilnServe, ApiKeyIsRequiredWhenSet) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
-  Server server({model.string(), "--kv-memory", "16", "--api-key", "sesame"});
+  ServeProcess server({model.string(), "--kv-memory", "16", "--api-key", "sesame"});
   ASSERT_GT(server.port(), 0);
-  EXPECT_EQ(Request(server.port(), "GET", "/v1/models").status, 401);
-  EXPECT_EQ(Request(server.port(), "GET", "/v1/models", "", "Authorization: Bearer sesame\r\n").status, 200);
+  EXPECT_EQ(HttpCall(server.port(), "GET", "/v1/models").status, 401);
+  EXPECT_EQ(HttpCall(server.port(), "GET", "/v1/models", "", "Authorization: Bearer sesame\r\n").status, 200);
 }
 
 TEST(KilnServe, ConcurrentRequestsEachGetTheirSoloText) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
-  Server server({model.string(), "--kv-memory", "16", "--token-budget", "16"});
+  ServeProcess server({model.string(), "--kv-memory", "16", "--token-budget", "16"});
   ASSERT_GT(server.port(), 0);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"Once upon a time", GoldenText("p01_once_upon_a_time")},
@@ -257,7 +155,7 @@ TEST(KilnServe, ConcurrentRequestsEachGetTheirSoloText) {
       body.Set("prompt", JsonValue::String(cases[k % 4].first));
       body.Set("max_tokens", JsonValue::Int(64));
       body.Set("temperature", JsonValue::Int(0));
-      got[k] = CompletionText(Request(server.port(), "POST", "/v1/completions", ToJson(body)));
+      got[k] = CompletionText(HttpCall(server.port(), "POST", "/v1/completions", ToJson(body)));
     });
   }
   for (std::thread& t : clients) t.join();
@@ -267,9 +165,9 @@ TEST(KilnServe, ConcurrentRequestsEachGetTheirSoloText) {
 TEST(KilnServe, ClientDisconnectCancelsTheRequest) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
-  Server server({model.string(), "--kv-memory", "16"});
+  ServeProcess server({model.string(), "--kv-memory", "16"});
   ASSERT_GT(server.port(), 0);
-  const int fd = Connect(server.port());
+  const int fd = testing::LoopbackConnect(server.port());
   ASSERT_GE(fd, 0);
   const std::string body = R"({"prompt": "Once", "max_tokens": 2000, "temperature": 1, "stream": true})";
   const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
@@ -280,7 +178,7 @@ TEST(KilnServe, ClientDisconnectCancelsTheRequest) {
   close(fd);
   std::string metrics;
   for (int tries = 0; tries < 50; ++tries) {
-    metrics = Request(server.port(), "GET", "/metrics").body;
+    metrics = HttpCall(server.port(), "GET", "/metrics").body;
     if (metrics.find("kiln_requests_running 0") != std::string::npos &&
         metrics.find("kiln_kv_pages_used 0") != std::string::npos) {
       break;
@@ -295,7 +193,7 @@ TEST(KilnServe, ClientDisconnectCancelsTheRequest) {
 // --max-running sequences at full context fill; a percentage of free memory;
 // MiB; and clear errors for the rest.
 int64_t KvPagesTotal(int port) {
-  const std::string metrics = Request(port, "GET", "/metrics").body;
+  const std::string metrics = HttpCall(port, "GET", "/metrics").body;
   const std::string key = "\nkiln_kv_pages_total ";
   const size_t at = metrics.find(key);
   return at == std::string::npos ? -1 : std::atoll(metrics.c_str() + at + key.size());
@@ -308,28 +206,28 @@ TEST(KilnServe, KvPoolIsSizedFromFreeMemoryByDefault) {
   // the cap decides: pages in proportion to --max-running.
   int64_t three = 0;
   {
-    Server server({model.string(), "--max-running", "3"});
+    ServeProcess server({model.string(), "--max-running", "3"});
     ASSERT_GT(server.port(), 0);
-    EXPECT_THAT(server.listening(), HasSubstr(" auto)"));
+    EXPECT_THAT(server.banner(), HasSubstr(" auto)"));
     three = KvPagesTotal(server.port());
   }
   ASSERT_GT(three, 0);
   EXPECT_EQ(three % 3, 0);
   {
-    Server server({model.string(), "--max-running", "6"});
+    ServeProcess server({model.string(), "--max-running", "6"});
     ASSERT_GT(server.port(), 0);
     EXPECT_EQ(KvPagesTotal(server.port()), 2 * three);
   }
   {
-    Server server({model.string(), "--kv-memory", "0.001%"});
+    ServeProcess server({model.string(), "--kv-memory", "0.001%"});
     ASSERT_GT(server.port(), 0);
-    EXPECT_THAT(server.listening(), HasSubstr("0.001% of free memory)"));
+    EXPECT_THAT(server.banner(), HasSubstr("0.001% of free memory)"));
     EXPECT_GT(KvPagesTotal(server.port()), 0);
   }
   {
-    Server server({model.string(), "--kv-memory", "1"});
+    ServeProcess server({model.string(), "--kv-memory", "1"});
     ASSERT_GT(server.port(), 0);
-    EXPECT_THAT(server.listening(), HasSubstr("1 MiB asked)"));
+    EXPECT_THAT(server.banner(), HasSubstr("1 MiB asked)"));
   }
   for (const char* bad : {"0", "-5", "lots", "0%", "101%", "x%"}) {
     testing::CommandResult r = testing::RunKiln("serve " + testing::Quote(model.string()) + " --port 0 --kv-memory " +

@@ -82,11 +82,8 @@ struct HttpReply {
   std::string body;  // de-chunked
 };
 
-// One request on a fresh loopback connection (Connection: close), read to
-// the end; status 0 when nothing came back.
-inline HttpReply HttpCall(int port, const std::string& method, const std::string& path,
-                          const std::string& body = "") {
-  HttpReply r;
+// A connected loopback socket to `port`, or -1.
+inline int LoopbackConnect(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -94,10 +91,21 @@ inline HttpReply HttpCall(int port, const std::string& method, const std::string
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
-    return r;
+    return -1;
   }
+  return fd;
+}
+
+// One request on a fresh loopback connection (Connection: close), read to
+// the end; status 0 when nothing came back. `extra_headers`: whole lines,
+// each ending in CRLF.
+inline HttpReply HttpCall(int port, const std::string& method, const std::string& path,
+                          const std::string& body = "", const std::string& extra_headers = "") {
+  HttpReply r;
+  const int fd = LoopbackConnect(port);
+  if (fd < 0) return r;
   const std::string req = method + " " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" +
-                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+                          extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string raw;
   char buf[4096];
