@@ -17,6 +17,10 @@ namespace {
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian uint32
 constexpr int kMaxDims = 4;              // ggml tensors have at most 4 dimensions
 constexpr int kMaxArrayDepth = 8;        // nested arrays deeper than this are rejected
+// Array elements across all metadata. Each is held as a GgufValue (~100
+// bytes), so a corrupt count in a large file could ask for hundreds of GB;
+// real models hold a few million at most (vocabulary, scores, types, merges).
+constexpr uint64_t kMaxMetadataValues = uint64_t{1} << 24;
 
 // Smallest encoded size of one value of `t` (for bounding element counts).
 uint64_t MinEncodedSize(GgufValueType t) {
@@ -232,6 +236,11 @@ class GgufParser {
           return Error(where, "array of %d %s runs past the end of the file (%d bytes left)", count,
                        GgufValueTypeName(v.array_type), Remaining());
         }
+        if (count > kMaxMetadataValues - array_values_) {
+          return Error(where, "array of %d %s takes the metadata past %d values in all, more than any model has "
+                       "(corrupt?)", count, GgufValueTypeName(v.array_type), kMaxMetadataValues);
+        }
+        array_values_ += count;
         v.array.resize(count);
         for (uint64_t k = 0; k < count; ++k) {
           if (auto s = ReadValue(elem_type, v.array[k], where, depth + 1); !s.ok()) return s;
@@ -288,6 +297,7 @@ class GgufParser {
   std::span<const uint8_t> bytes_;
   const std::string& name_;
   uint64_t pos_ = 0;
+  uint64_t array_values_ = 0;  // array elements read so far, against kMaxMetadataValues
 };
 
 GgufFile::~GgufFile() = default;

@@ -281,6 +281,19 @@ TEST(GgufMalformed, ArrayLengthPastEnd) {
               HasSubstr("key 'tokenizer.ggml.scores': array of 1099511627776 float32 runs past the end"));
 }
 
+TEST(GgufMalformed, MoreArrayElementsThanAnyModelHas) {
+  // Arrays of bytes whose elements all lie in the file but together pass the
+  // 2^24 values the reader holds: an error before the second is allocated,
+  // not gigabytes of GgufValue. (Real vocabularies parse: EveryVocabFileParses.)
+  RawGguf r;
+  const uint64_t n = uint64_t{1} << 24;
+  r.Header(3, 0, 2).Str("a").U32(9).U32(0).U64(1).U8(7);
+  r.Str("b").U32(9).U32(0).U64(n);
+  r.bytes().resize(r.bytes().size() + n, 7);
+  EXPECT_THAT(ParseError(r.bytes()),
+              HasSubstr("key 'b': array of 16777216 uint8 takes the metadata past 16777216 values in all"));
+}
+
 TEST(GgufMalformed, UnknownValueType) {
   RawGguf r;
   r.Header(3, 0, 1).Str("k").U32(13).U32(0);
