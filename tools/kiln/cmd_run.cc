@@ -26,9 +26,9 @@ JsonValue IdArray(const std::vector<int32_t>& ids) {
 }  // namespace
 
 int RunRun(int argc, char** argv) {
-  ArgParser args("run", "Generates text with a model on the CPU backend. MODEL is a compiled artifact (.kiln)\n"
-                        "or a GGUF file, compiled in memory first. Streams the text as it is generated and ends\n"
-                        "with prompt and generation speed.");
+  ArgParser args("run", "Generates text with a model on the fastest backend present (or --backend's). MODEL\n"
+                        "is a compiled artifact (.kiln) or a GGUF file, compiled in memory first. Streams the\n"
+                        "text as it is generated and ends with prompt and generation speed.");
   args.Positional("MODEL", "a .kiln artifact or a .gguf file")
       .Option("prompt", "TEXT", "the prompt", "", "-p")
       .Option("n-predict", "N", "tokens to generate", "64", "-n")
