@@ -20,6 +20,7 @@
 #include "runtime/cuda/kernel_calls.h"
 #include "runtime/executor/launch_rope.h"
 #include "runtime/executor/repack.h"
+#include "runtime/util/thread_cpu_time.h"
 
 namespace kiln::cuda {
 namespace {
@@ -76,6 +77,7 @@ class CudaExecutor final : public Executor {
   // The argmax of each logit row on the device: R ids cross to the host
   // instead of R x n_vocab logits.
   absl::StatusOr<std::span<const int32_t>> StepGreedy(const StepBatch& batch) override;
+  std::optional<double> DeviceWaitCpuSeconds() const override { return wait_cpu_seconds_; }
   std::string Describe() const override {
     std::string d = absl::StrFormat("cuda (%s, sm_%d, %d SMs", context_->name(), context_->sm(), context_->multiprocessors());
     if (table_bytes_ > 0) absl::StrAppendFormat(&d, "; q4_K scale tables: %.2f GiB", table_bytes_ / 1073741824.0);
@@ -89,6 +91,15 @@ class CudaExecutor final : public Executor {
   int64_t num_pages() const override { return num_pages_; }
 
  private:
+  // cuStreamSynchronize on the step's stream, its thread CPU time (the
+  // driver may spin) counted in wait_cpu_seconds_.
+  CUresult WaitForStep() {
+    const double start = ThreadCpuSeconds();
+    const CUresult r = api_->cuStreamSynchronize(stream_);
+    wait_cpu_seconds_ += ThreadCpuSeconds() - start;
+    return r;
+  }
+
   struct DeviceWeight {
     std::string storage;
     int64_t rows = 1, cols = 0;
@@ -150,6 +161,7 @@ class CudaExecutor final : public Executor {
   const DriverApi* api_ = nullptr;
   CUmodule module_ = nullptr;
   CUstream stream_ = nullptr;
+  double wait_cpu_seconds_ = 0;  // thread CPU time in a step's stream wait, for DeviceWaitCpuSeconds
   CUdeviceptr device_ = 0;
   uint64_t device_bytes_ = 0;
   CUdeviceptr arena_ = 0, pool_ = 0, scratch_ = 0, partials_ = 0, x_f16_ = 0, inputs_ = 0, greedy_ids_ = 0,
@@ -1146,7 +1158,7 @@ absl::StatusOr<std::span<const float>> CudaExecutor::Step(const StepBatch& batch
   const PlanBinding& out = plan_.results.front();
   const uint64_t logits_bytes = static_cast<uint64_t>(R) * n_vocab_ * sizeof(float);
   KILN_CU(api, api.cuMemcpyDtoHAsync(host_logits_, arena_ + out.arena[*bucket], logits_bytes, stream_));
-  KILN_CU(api, api.cuStreamSynchronize(stream_));
+  KILN_CU(api, WaitForStep());
   return std::span<const float>(host_logits_, static_cast<size_t>(R * n_vocab_));
 }
 
@@ -1167,7 +1179,7 @@ absl::StatusOr<std::span<const int32_t>> CudaExecutor::StepGreedy(const StepBatc
   // The pinned logits buffer (R x n_vocab floats) has room for the R ids.
   int32_t* ids = reinterpret_cast<int32_t*>(host_logits_);
   KILN_CU(api, api.cuMemcpyDtoHAsync(ids, greedy_ids_, R * sizeof(int32_t), stream_));
-  KILN_CU(api, api.cuStreamSynchronize(stream_));
+  KILN_CU(api, WaitForStep());
   return std::span<const int32_t>(ids, static_cast<size_t>(R));
 }
 

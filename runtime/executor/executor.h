@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -76,6 +77,12 @@ class Executor {
   // share it) in launch order. The step's effects are those of Step.
   // Backends without it answer Unimplemented (CUDA: profile with ncu).
   virtual absl::StatusOr<std::vector<KernelTime>> ProfileStep(const StepBatch& batch);
+
+  // CPU time the calling thread has spent waiting for the device (fence and
+  // stream waits, which may spin) since the executor was made: the host's own
+  // cost of a step is its thread CPU time less this. nullopt where nothing
+  // waits on a device (the CPU backend: all of its time is the step).
+  virtual std::optional<double> DeviceWaitCpuSeconds() const { return std::nullopt; }
 
   // Which backend this is and on what, for messages: "cpu (avx2, 2 threads)".
   virtual std::string Describe() const = 0;

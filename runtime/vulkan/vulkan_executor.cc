@@ -15,6 +15,7 @@
 #include "runtime/cpu/rope.h"
 #include "runtime/cpu/weight_storage.h"
 #include "runtime/executor/repack.h"
+#include "runtime/util/thread_cpu_time.h"
 #include "runtime/vulkan/vulkan_api.h"
 #include "runtime/vulkan/vulkan_device.h"
 #include "runtime/vulkan/vulkan_bundle.h"
@@ -54,6 +55,7 @@ class VulkanExecutor final : public Executor {
   absl::Status Init(const WeightSource& weights, std::span<const uint8_t> bundle);
   absl::StatusOr<std::span<const float>> Step(const StepBatch& batch) override;
   absl::StatusOr<std::vector<KernelTime>> ProfileStep(const StepBatch& batch) override;
+  std::optional<double> DeviceWaitCpuSeconds() const override { return wait_cpu_seconds_; }
   std::string Describe() const override {
     if (f16_copy_bytes_ == 0) return dev_.description();
     return f16_copy_bytes_ >= (int64_t{1} << 30)
@@ -126,6 +128,7 @@ class VulkanExecutor final : public Executor {
   VkDescriptorPool descriptor_pool_ = VK_NULL_HANDLE;
   std::vector<VkCommandBuffer> commands_;  // one per bucket
   VkFence fence_ = VK_NULL_HANDLE;
+  double wait_cpu_seconds_ = 0;  // thread CPU time inside vkWaitForFences, for DeviceWaitCpuSeconds
 
   std::vector<Dispatch> dispatches_;
   std::vector<std::vector<bool>> logit_rows_;  // [launch][bucket]
@@ -667,7 +670,10 @@ absl::Status VulkanExecutor::SubmitAndWait(VkCommandBuffer cb) {
   si.pCommandBuffers = &cb;
   KILN_VK_CHECK(dev_.api().vkResetFences(dev_.device(), 1, &fence_), "vkResetFences");
   KILN_VK_CHECK(dev_.api().vkQueueSubmit(dev_.queue(), 1, &si, fence_), "vkQueueSubmit");
-  KILN_VK_CHECK(dev_.api().vkWaitForFences(dev_.device(), 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  const double wait_start = ThreadCpuSeconds();
+  const VkResult waited = dev_.api().vkWaitForFences(dev_.device(), 1, &fence_, VK_TRUE, UINT64_MAX);
+  wait_cpu_seconds_ += ThreadCpuSeconds() - wait_start;
+  KILN_VK_CHECK(waited, "vkWaitForFences");
   return absl::OkStatus();
 }
 

@@ -2,6 +2,7 @@
 // file's own tensor sizes, the figures it reports, and its argument errors.
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/formats/gguf.h"
@@ -61,6 +62,28 @@ TEST(KilnBench, ReportsTheModelAndEverySizeWithItsLimit) {
     EXPECT_GT(e.Find("limit_tokens_per_second")->number(), 0) << "with --probe every figure has a limit";
   }
   EXPECT_EQ(results->array()[2].Find("context")->int_value(), 16);
+  EXPECT_EQ(results->array()[2].Find("host_cpu_seconds_per_step"), nullptr) << "the CPU backend waits on no device";
+}
+
+TEST(KilnBench, GpuBackendsReportTheHostCpuPerDecodeStep) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  const std::string artifact = CompileStories("--target vulkan");
+  const testing::CommandResult r =
+      RunKiln("bench " + Quote(artifact) + " --backend vulkan --prompt 8 --gen 6 --repeats 1 --output-format json");
+  if (r.exit_code != 0 && absl::StrContains(r.output, "no Vulkan")) GTEST_SKIP() << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  absl::StatusOr<JsonValue> j = LastJsonLine(r.output);
+  ASSERT_TRUE(j.ok()) << j.status() << r.output;
+  const JsonValue& decode = j->Find("results")->array().back();
+  ASSERT_EQ(decode.Find("phase")->string_value(), "decode");
+  const JsonValue* host = decode.Find("host_cpu_seconds_per_step");
+  ASSERT_NE(host, nullptr) << r.output;
+  // Some CPU work each step (inputs, submit, the ids), and less than the
+  // whole step: on lavapipe the step's wall time is the kernels' CPU time on
+  // the driver's threads, which this thread only waits for.
+  EXPECT_GT(host->number(), 0);
+  EXPECT_LT(host->number(), decode.Find("seconds_per_step")->number());
 }
 
 TEST(KilnBench, RefusesBadArgumentsWithTheirReason) {

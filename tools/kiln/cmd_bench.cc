@@ -18,6 +18,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/executor/plan_cost.h"
 #include "runtime/util/json.h"
+#include "runtime/util/thread_cpu_time.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/load_program.h"
@@ -276,13 +277,20 @@ int RunBench(int argc, char** argv) {
     results.array().push_back(std::move(r));
   }
   if (gen > 0) {
-    std::vector<double> times;
+    std::vector<double> times, host_times;
     for (int64_t r = 0; r < repeats; ++r) {
       const auto start = Clock::now();
+      const double cpu_start = ThreadCpuSeconds();
+      const std::optional<double> wait_start = ex.DeviceWaitCpuSeconds();
       if (absl::Status st = seqs.Decode(first_tokens, prompts.front(), gen); !st.ok()) {
         return Fail("bench", std::string(st.message()));
       }
       times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      // The host's own work per step (inputs, launch or submit, reading the
+      // ids back): this thread's CPU time less what it spent in device waits.
+      if (wait_start) {
+        host_times.push_back((ThreadCpuSeconds() - cpu_start - (*ex.DeviceWaitCpuSeconds() - *wait_start)) / gen);
+      }
     }
     const double s = Median(times);
     const double tps = batch * gen / s;
@@ -301,6 +309,11 @@ int RunBench(int argc, char** argv) {
                              .c_str()
                        : "-");
     }
+    if (text && !host_times.empty()) {
+      std::printf("host CPU per decode step: %.1f us (inputs, %s submit, ids back: the thread's CPU time less "
+                  "its waits for the device)\n",
+                  Median(host_times) * 1e6, ex.BackendName().c_str());
+    }
     JsonValue r = JsonValue::MakeObject();
     r.Set("phase", JsonValue::String("decode"));
     r.Set("tokens", JsonValue::Int(gen));
@@ -308,6 +321,7 @@ int RunBench(int argc, char** argv) {
     r.Set("batch", JsonValue::Int(batch));
     r.Set("tokens_per_second", JsonValue::Number(tps));
     r.Set("seconds_per_step", JsonValue::Number(s / gen));
+    if (!host_times.empty()) r.Set("host_cpu_seconds_per_step", JsonValue::Number(Median(host_times)));
     r.Set("limit_tokens_per_second", JsonValue::Number(limit));
     if (peer) r.Set("peer_tokens_per_second", JsonValue::Number(*peer));
     results.array().push_back(std::move(r));
