@@ -160,6 +160,7 @@ absl::StatusOr<std::string> InstanceSource(const KernelInstance& k) {
   for (const auto& [name, value] : k.constants) {
     if (name == "DP4" && value == "1") src += "#extension GL_EXT_spirv_intrinsics : require\n";
   }
+  if (k.template_name == "paged_attention_prefill") src += "#extension GL_KHR_shader_subgroup_shuffle : require\n";
   if (k.template_name == "matmul_coopmat") {
     src += "#extension GL_NV_cooperative_matrix : require\n#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n";
   }
@@ -213,6 +214,7 @@ absl::StatusOr<std::vector<uint8_t>> GenerateVulkanKernels(const Plan& plan) {
         if (copy) instances.emplace(copy->Key(), *copy);
       }
       if (d.decode_dp4_kernel) instances.emplace(d.decode_dp4_kernel->Key(), *d.decode_dp4_kernel);
+      if (d.prefill_kernel) instances.emplace(d.prefill_kernel->Key(), *d.prefill_kernel);
     }
   }
   const vulkan::PlannedDispatch copy = vulkan::CopyLogitsDispatch(plan);

@@ -90,6 +90,7 @@ absl::Status VulkanDevice::Open(int index) {
     return absl::UnavailableError(
         absl::StrCat("Vulkan device '", props_.deviceName, "' lacks subgroup arithmetic in compute shaders"));
   }
+  if (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) shuffle_width_ = subgroup.subgroupSize;
   // Streaming multiprocessors, where the driver says (NVIDIA), and a CPU
   // implementation's threads (lavapipe runs a workgroup per thread): the
   // decode matmul's grid is sized to what the device holds at once.

@@ -75,6 +75,10 @@ class VulkanDevice {
   // Packed 4 x 8-bit integer dot products enabled on the device: q4_K decode
   // runs on them (KILN_VULKAN_INTEGER_DOT=0 turns them off).
   bool has_integer_dot() const { return has_integer_dot_; }
+  // The subgroup size where compute shaders have subgroup shuffles, else 0:
+  // paged_attention_prefill.comp adds a row's partial dots across its lanes
+  // with them.
+  uint32_t shuffle_width() const { return shuffle_width_; }
   VkDeviceSize storage_align() const { return storage_align_; }  // offsets of bound ranges
   // Valid bits of the compute queue's timestamps (0: it has none).
   uint32_t timestamp_bits() const { return timestamp_bits_; }
@@ -94,6 +98,7 @@ class VulkanDevice {
   uint32_t compute_units_ = 0;
   bool has_coopmat_ = false;
   bool has_integer_dot_ = false;
+  uint32_t shuffle_width_ = 0;
   // KILN_VULKAN_PIPELINE_STATS=1 where the driver has
   // VK_KHR_pipeline_executable_properties: each pipeline's statistics
   // (registers, spills, shared memory as the driver names them) to stderr.

@@ -74,6 +74,8 @@ class VulkanExecutor final : public Executor {
     VkPipeline pipeline = VK_NULL_HANDLE;
     VkPipeline decode_pipeline = VK_NULL_HANDLE;  // where planned.decode_kernel is set
     VkPipeline tiled_pipeline = VK_NULL_HANDLE;   // where planned.tiled_kernel is set
+    // planned.prefill_kernel where the device and the artifact have it.
+    VkPipeline prefill_attention_pipeline = VK_NULL_HANDLE;
     // The prefill variant tiled_pipeline runs: its tile and its profile label.
     int64_t tiled_tokens = 1, tiled_columns = 1;
     const char* tiled_label = " (tiled)";
@@ -397,6 +399,16 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
       }
       d.tiled_reads_16_bytes = coopmat;
     }
+    // Query-tiled prefill attention, with KILN_VULKAN_PREFILL_ATTENTION=1
+    // only until it is measured on a GPU (lavapipe runs it against the CPU
+    // executor in CI); artifacts from before it lack the module.
+    const char* prefill_env = std::getenv("KILN_VULKAN_PREFILL_ATTENTION");
+    if (d.planned.prefill_kernel && module_keys_.count(d.planned.prefill_kernel->Key()) > 0 &&
+        dev_.shuffle_width() >= d.planned.prefill_lanes && prefill_env && std::string_view(prefill_env) == "1") {
+      absl::StatusOr<VkPipeline> prefill = pipeline_for(*d.planned.prefill_kernel);
+      if (!prefill.ok()) return prefill.status();
+      d.prefill_attention_pipeline = *prefill;
+    }
   }
   return absl::OkStatus();
 }
@@ -602,7 +614,13 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPoo
     // ones its tiled variant, where it has them.
     const bool decode_variant = p.decode_kernel && B <= p.decode_max_bucket;
     const bool tiled_variant = !decode_variant && p.tiled_kernel && B >= p.tiled_min_bucket;
-    const VkPipeline pipeline = decode_variant ? d.decode_pipeline : tiled_variant ? d.tiled_pipeline : d.pipeline;
+    // Attention over one split of a prefill-sized step: query tiles.
+    const bool prefill_attention =
+        d.prefill_attention_pipeline != VK_NULL_HANDLE && splits == 1 && B >= p.prefill_tokens_per_group;
+    const VkPipeline pipeline = decode_variant      ? d.decode_pipeline
+                                : tiled_variant     ? d.tiled_pipeline
+                                : prefill_attention ? d.prefill_attention_pipeline
+                                                    : d.pipeline;
     if (tiled_variant && d.tiled_reads_16_bytes && pc.in0 % 4 != 0) {
       // kiln's plans align every buffer to 256 bytes; another plan gets an
       // error, not activations read from the wrong place.
@@ -638,6 +656,7 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPoo
         x = p.shape.heads / p.shape.heads_per_group;
         y = B;
         z = p.uses_partials ? splits : 1;
+        if (prefill_attention) y = (B + p.prefill_tokens_per_group - 1) / p.prefill_tokens_per_group;
         break;
     }
     if (pipeline != bound) {
@@ -654,7 +673,10 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPoo
       // Matmuls with their rows x K (o and down share a launch name).
       std::string shape;
       if (l != nullptr && p.shape.kind == LaunchShape::Kind::kMatmul) shape = absl::StrCat(p.shape.columns, "x", p.inputs[0].width);
-      labels->push_back({absl::StrCat(p.kernel.template_name, decode_variant ? " (decode)" : tiled_variant ? d.tiled_label : ""),
+      labels->push_back({absl::StrCat(p.kernel.template_name, decode_variant      ? " (decode)"
+                                                              : tiled_variant     ? d.tiled_label
+                                                              : prefill_attention ? " (query tiles)"
+                                                                                  : ""),
                          l != nullptr ? l->kernel : std::string(), 0.0, std::move(shape)});
     }
   }

@@ -315,6 +315,26 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
     if (absl::Status s = AddRopeConstants(l, *head_dim, attend, d); !s.ok()) return s;
   }
   d.kernel = attend.Build();
+  // Prefill-sized steps: 32 query rows (QT tokens x the group's heads) a
+  // workgroup over K and V tiles of kPrefillTile rows in shared memory
+  // (16 KB at most: lavapipe has 32 KB), LPR lanes a row.
+  constexpr int64_t kPrefillTile = 16;
+  if (*head_dim % 8 == 0 && group <= 32 && 2 * kPrefillTile * *head_dim * 4 <= 16384) {
+    int64_t lanes = 8;
+    while ((*head_dim / 4) % lanes != 0) lanes /= 2;
+    const int64_t qt = 32 / group;
+    InstanceBuilder prefill("paged_attention_prefill", (qt * group * lanes + 31) / 32 * 32);
+    prefill.Int("NUM_HEADS", *heads).Int("NUM_KV_HEADS", *kv_heads).Int("HEAD_DIM", *head_dim);
+    prefill.Int("PAGE_SIZE", p.pool.page_size).Float("SCALE", *scale).Int("HAS_ROPE", rope ? 1 : 0);
+    prefill.Int("USES_PARTIALS", 1).Int("QT", qt).Int("LPR", lanes).Int("KT", kPrefillTile);
+    PlannedDispatch unused;
+    if (rope) {
+      if (absl::Status s = AddRopeConstants(l, *head_dim, prefill, unused); !s.ok()) return s;
+    }
+    d.prefill_kernel = prefill.Build();
+    d.prefill_tokens_per_group = qt;
+    d.prefill_lanes = lanes;
+  }
   d.layer = *layer;
   d.inputs[0] = {"q", q_w};
   d.outputs[0] = {"result", q_w};

@@ -108,6 +108,14 @@ struct PlannedDispatch {
   // Per weight slot that is not f16 already: the kernel that makes its f16
   // copy at load (dequant_f16.comp).
   std::array<std::optional<KernelInstance>, 3> f16_copy_kernels;
+  // paged_attention: the variant for prefill-sized steps
+  // (paged_attention_prefill.comp), prefill_tokens_per_group tokens a
+  // workgroup (y = ceil(B / that)), run instead of `kernel` where a step has
+  // one split and at least that many tokens, on devices whose subgroup
+  // shuffles reach prefill_lanes lanes.
+  std::optional<KernelInstance> prefill_kernel;
+  int64_t prefill_tokens_per_group = 1;
+  int64_t prefill_lanes = 1;
 };
 
 // Workgroups per (token, head) of attention in a bucket of B tokens: up to

@@ -77,16 +77,17 @@ TEST(VulkanBundle, EveryModulePassesSpirvVal) {
   std::set<std::string> templates;
   for (const vulkan::SpirvModule& m : *modules) templates.insert(m.template_name);
   EXPECT_EQ(templates, (std::set<std::string>{"argmax", "attention_combine", "copy_logits", "dequant_f16", "elementwise", "embedding", "gather_rows",
-                                              "kv_append", "matmul", "matmul_coopmat", "matmul_decode", "matmul_tiled", "paged_attention", "rms_norm",
-                                              "rope"}));
+                                              "kv_append", "matmul", "matmul_coopmat", "matmul_decode", "matmul_tiled", "paged_attention",
+                                              "paged_attention_prefill", "rms_norm", "rope"}));
   // 15 storages of the plain matmul and the fused QKV, each a decode, a
   // small-bucket, a tiled prefill and a tensor-core prefill variant, the
   // two q4_K ones also a decode on integer dot products; the tensor-core
   // prefill on f16 rows once for the 15 plain matmuls (their weights all
   // [16, 256]: the same instance) and once for the QKV, with the kernel
   // that makes the f16 copy for each storage but f16 (the QKV's q4_K is the
-  // plain q4_K's); the rest once each (elementwise: four ops).
-  EXPECT_EQ(modules->size(), 4 * (15u + 1) + 2 + 2 + 14 + 4 + 9);
+  // plain q4_K's); the rest once each (elementwise: four ops; attention
+  // also its query-tiled prefill variant).
+  EXPECT_EQ(modules->size(), 4 * (15u + 1) + 2 + 2 + 14 + 4 + 10);
   int f16_rows = 0;
   for (const vulkan::SpirvModule& m : *modules) f16_rows += absl::StrContains(m.constants, "F16W=1") ? 1 : 0;
   EXPECT_EQ(f16_rows, 2);

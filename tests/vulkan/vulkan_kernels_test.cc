@@ -546,6 +546,62 @@ TEST(VulkanKernels, PagedAttentionPrefillOfSeveralSequencesInALargeBucket) {
   }
 }
 
+// paged_attention_prefill.comp: query tiles of QT tokens over K/V tiles of
+// 16 positions, at group sizes that give 4, 5 (30 live rows of 32) and 32
+// tokens a workgroup and 8, 4 and 2 lanes a row. A 45-token prefill (three
+// K/V tiles, across pages), a chunk of that sequence beside another's
+// prefill in one tile, then three sequences of one token each in one tile.
+// With KILN_VULKAN_PREFILL_ATTENTION=1 the step runs on the query-tiled
+// kernel (its profile label says so) and agrees with the CPU; without it the
+// per-token kernel runs.
+TEST(VulkanKernels, PrefillAttentionOnQueryTiles) {
+  struct Case {
+    int64_t heads, kv_heads, head_dim;
+    const char* rope;  // "" for none
+  };
+  for (const Case& c : {Case{16, 2, 64, "half"}, Case{12, 2, 16, "interleaved"}, Case{3, 3, 8, ""}}) {
+    TestPlan tp({1, 64});
+    tp.SetPool(1, c.kv_heads, c.head_dim, 8, 256);
+    const int64_t vocab = 13, qw = c.heads * c.head_dim, kw = c.kv_heads * c.head_dim;
+    const int64_t q = tp.Embed("eq", vocab, qw), k = tp.Embed("ek", vocab, kw), v = tp.Embed("ev", vocab, kw);
+    const int64_t out = tp.Region(qw);
+    std::string constants = absl::StrCat("\"head_dim\":", c.head_dim, ",\"layer\":0,\"num_heads\":", c.heads,
+                                         ",\"num_kv_heads\":", c.kv_heads, ",\"page_size\":8,\"scale\":",
+                                         1.0 / std::sqrt(double(c.head_dim)));
+    const bool rope = *c.rope != '\0';
+    if (rope) absl::StrAppend(&constants, ",\"rope_dims\":", c.head_dim, ",\"rope_style\":\"", c.rope, "\",\"rope_theta\":10000");
+    tp.Launch(rope ? "paged_attention.rope" : "paged_attention",
+              {tp.ArenaBinding("q", q), tp.ArenaBinding("k", k), tp.ArenaBinding("v", v), TestPlan::InputBinding("kv"),
+               TestPlan::InputBinding("positions"), TestPlan::InputBinding("query_starts"),
+               TestPlan::InputBinding("context_lens"), TestPlan::InputBinding("block_tables"), tp.ArenaBinding("result", out)},
+              constants);
+    const std::vector<StepBatch> steps = {MakeBatch({{0, 45, 0}}, 10, vocab, tp.rng()),
+                                          MakeBatch({{45, 20, 0}, {0, 13, 1}}, 10, vocab, tp.rng()),
+                                          MakeBatch({{65, 1, 0}, {13, 1, 1}, {0, 1, 2}}, 10, vocab, tp.rng())};
+    const std::string what = absl::StrCat("query-tiled attention hd ", c.head_dim, " gqa ", c.heads / c.kv_heads);
+    setenv("KILN_VULKAN_PREFILL_ATTENTION", "1", 1);
+    ExpectSameOutputs(tp, out, qw, steps, 30, what);
+    unsetenv("KILN_VULKAN_PREFILL_ATTENTION");
+
+    // Which kernel ran the 45-token step, with and without the switch.
+    for (const bool tiles : {true, false}) {
+      if (tiles) setenv("KILN_VULKAN_PREFILL_ATTENTION", "1", 1);
+      absl::StatusOr<Plan> plan = tp.Build(out, qw);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      std::string skip;
+      std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), 30, &skip);
+      unsetenv("KILN_VULKAN_PREFILL_ATTENTION");
+      if (!skip.empty()) GTEST_SKIP() << "no Vulkan: " << skip;
+      absl::StatusOr<std::vector<KernelTime>> times = gpu->ProfileStep(steps[0]);
+      if (absl::IsUnimplemented(times.status())) GTEST_SKIP() << times.status().message();
+      ASSERT_TRUE(times.ok()) << times.status();
+      int query_tiles = 0;
+      for (const KernelTime& t : *times) query_tiles += t.kernel == "paged_attention (query tiles)" ? 1 : 0;
+      EXPECT_EQ(query_tiles, tiles ? 1 : 0) << what;
+    }
+  }
+}
+
 // Decode over a long context: attention splits its positions over several
 // workgroups (split-K) and a combine merges them; a 100-token prefill runs
 // unsplit in the large bucket first.
