@@ -515,6 +515,28 @@ TEST(VulkanKernels, PagedAttentionPrefillAndDecode) {
   }
 }
 
+// One layer's attention fed by embedding lookups of q, k and v (rope of
+// `rope_style` over the whole head, "" for none), on the plan's page pool;
+// returns the result's region.
+int64_t AddAttention(TestPlan& tp, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t page_size,
+                     const std::string& rope_style, int64_t vocab) {
+  const int64_t qw = heads * head_dim, kw = kv_heads * head_dim;
+  const int64_t q = tp.Embed("eq", vocab, qw), k = tp.Embed("ek", vocab, kw), v = tp.Embed("ev", vocab, kw);
+  const int64_t out = tp.Region(qw);
+  std::string constants = absl::StrCat("\"head_dim\":", head_dim, ",\"layer\":0,\"num_heads\":", heads,
+                                       ",\"num_kv_heads\":", kv_heads, ",\"page_size\":", page_size,
+                                       ",\"scale\":", 1.0 / std::sqrt(double(head_dim)));
+  if (!rope_style.empty()) {
+    absl::StrAppend(&constants, ",\"rope_dims\":", head_dim, ",\"rope_style\":\"", rope_style, "\",\"rope_theta\":10000");
+  }
+  tp.Launch(rope_style.empty() ? "paged_attention" : "paged_attention.rope",
+            {tp.ArenaBinding("q", q), tp.ArenaBinding("k", k), tp.ArenaBinding("v", v), TestPlan::InputBinding("kv"),
+             TestPlan::InputBinding("positions"), TestPlan::InputBinding("query_starts"),
+             TestPlan::InputBinding("context_lens"), TestPlan::InputBinding("block_tables"), tp.ArenaBinding("result", out)},
+            constants);
+  return out;
+}
+
 // Prefill steps of two sequences in a 128-token bucket (one split), the
 // second attending to the first's pages as well as its own tokens, at the
 // head shapes of stories260K-like and llama3-like models; then a decode step
@@ -527,18 +549,8 @@ TEST(VulkanKernels, PagedAttentionPrefillOfSeveralSequencesInALargeBucket) {
   for (const Case& c : {Case{8, 2, 16, true}, Case{4, 4, 32, false}, Case{32, 8, 128, true}}) {
     TestPlan tp({1, 64, 128});
     tp.SetPool(1, c.kv_heads, c.head_dim, 16, 256);
-    const int64_t vocab = 13, qw = c.heads * c.head_dim, kw = c.kv_heads * c.head_dim;
-    const int64_t q = tp.Embed("eq", vocab, qw), k = tp.Embed("ek", vocab, kw), v = tp.Embed("ev", vocab, kw);
-    const int64_t out = tp.Region(qw);
-    std::string constants = absl::StrCat("\"head_dim\":", c.head_dim, ",\"layer\":0,\"num_heads\":", c.heads,
-                                         ",\"num_kv_heads\":", c.kv_heads, ",\"page_size\":16,\"scale\":",
-                                         1.0 / std::sqrt(double(c.head_dim)));
-    if (c.rope) absl::StrAppend(&constants, ",\"rope_dims\":", c.head_dim, ",\"rope_style\":\"half\",\"rope_theta\":10000");
-    tp.Launch(c.rope ? "paged_attention.rope" : "paged_attention",
-              {tp.ArenaBinding("q", q), tp.ArenaBinding("k", k), tp.ArenaBinding("v", v), TestPlan::InputBinding("kv"),
-               TestPlan::InputBinding("positions"), TestPlan::InputBinding("query_starts"),
-               TestPlan::InputBinding("context_lens"), TestPlan::InputBinding("block_tables"), tp.ArenaBinding("result", out)},
-              constants);
+    const int64_t vocab = 13, qw = c.heads * c.head_dim;
+    const int64_t out = AddAttention(tp, c.heads, c.kv_heads, c.head_dim, 16, c.rope ? "half" : "", vocab);
     const std::vector<StepBatch> steps = {MakeBatch({{0, 37, 0}, {0, 30, 1}}, 8, vocab, tp.rng()),
                                           MakeBatch({{0, 40, 2}, {37, 40, 0}}, 8, vocab, tp.rng()),
                                           MakeBatch({{77, 1, 0}, {30, 1, 1}, {40, 1, 2}}, 8, vocab, tp.rng())};
@@ -562,19 +574,8 @@ TEST(VulkanKernels, PrefillAttentionOnQueryTiles) {
   for (const Case& c : {Case{16, 2, 64, "half"}, Case{12, 2, 16, "interleaved"}, Case{3, 3, 8, ""}}) {
     TestPlan tp({1, 64});
     tp.SetPool(1, c.kv_heads, c.head_dim, 8, 256);
-    const int64_t vocab = 13, qw = c.heads * c.head_dim, kw = c.kv_heads * c.head_dim;
-    const int64_t q = tp.Embed("eq", vocab, qw), k = tp.Embed("ek", vocab, kw), v = tp.Embed("ev", vocab, kw);
-    const int64_t out = tp.Region(qw);
-    std::string constants = absl::StrCat("\"head_dim\":", c.head_dim, ",\"layer\":0,\"num_heads\":", c.heads,
-                                         ",\"num_kv_heads\":", c.kv_heads, ",\"page_size\":8,\"scale\":",
-                                         1.0 / std::sqrt(double(c.head_dim)));
-    const bool rope = *c.rope != '\0';
-    if (rope) absl::StrAppend(&constants, ",\"rope_dims\":", c.head_dim, ",\"rope_style\":\"", c.rope, "\",\"rope_theta\":10000");
-    tp.Launch(rope ? "paged_attention.rope" : "paged_attention",
-              {tp.ArenaBinding("q", q), tp.ArenaBinding("k", k), tp.ArenaBinding("v", v), TestPlan::InputBinding("kv"),
-               TestPlan::InputBinding("positions"), TestPlan::InputBinding("query_starts"),
-               TestPlan::InputBinding("context_lens"), TestPlan::InputBinding("block_tables"), tp.ArenaBinding("result", out)},
-              constants);
+    const int64_t vocab = 13, qw = c.heads * c.head_dim;
+    const int64_t out = AddAttention(tp, c.heads, c.kv_heads, c.head_dim, 8, c.rope, vocab);
     const std::vector<StepBatch> steps = {MakeBatch({{0, 45, 0}}, 10, vocab, tp.rng()),
                                           MakeBatch({{45, 20, 0}, {0, 13, 1}}, 10, vocab, tp.rng()),
                                           MakeBatch({{65, 1, 0}, {13, 1, 1}, {0, 1, 2}}, 10, vocab, tp.rng())};
@@ -608,15 +609,8 @@ TEST(VulkanKernels, PrefillAttentionOnQueryTiles) {
 TEST(VulkanKernels, PagedAttentionSplitKDecodeOverALongContext) {
   TestPlan tp({1, 2, 128});
   tp.SetPool(1, 2, 16, 16, 256);
-  const int64_t vocab = 13, heads = 4, head_dim = 16, qw = heads * head_dim, kw = 2 * head_dim;
-  const int64_t q = tp.Embed("eq", vocab, qw), k = tp.Embed("ek", vocab, kw), v = tp.Embed("ev", vocab, kw);
-  const int64_t out = tp.Region(qw);
-  tp.Launch("paged_attention.rope",
-            {tp.ArenaBinding("q", q), tp.ArenaBinding("k", k), tp.ArenaBinding("v", v), TestPlan::InputBinding("kv"),
-             TestPlan::InputBinding("positions"), TestPlan::InputBinding("query_starts"),
-             TestPlan::InputBinding("context_lens"), TestPlan::InputBinding("block_tables"), tp.ArenaBinding("result", out)},
-            "\"head_dim\":16,\"layer\":0,\"num_heads\":4,\"num_kv_heads\":2,\"page_size\":16,\"scale\":0.25,"
-            "\"rope_dims\":16,\"rope_style\":\"half\",\"rope_theta\":10000");
+  const int64_t vocab = 13, qw = 4 * 16;
+  const int64_t out = AddAttention(tp, 4, 2, 16, 16, "half", vocab);
   const std::vector<StepBatch> steps = {MakeBatch({{0, 100, 0}}, 8, vocab, tp.rng()),
                                         MakeBatch({{100, 1, 0}}, 8, vocab, tp.rng()),
                                         MakeBatch({{101, 1, 0}, {0, 1, 1}}, 8, vocab, tp.rng()),
