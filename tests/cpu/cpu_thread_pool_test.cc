@@ -1,8 +1,17 @@
 // Tests of runtime/cpu/thread_pool.h: coverage of [0, n) exactly once for
-// every grain and thread count, inline nesting, concurrent callers, reuse.
+// every grain and thread count, inline nesting, concurrent callers, reuse,
+// and a call that does not wait for a worker the OS does not run.
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -91,6 +100,54 @@ TEST(ThreadPoolTest, ManySmallJobsInARow) {
     for (int64_t v : part) sum += v;
   }
   EXPECT_EQ(sum, 2000 * 28 + 8 * (1999 * 2000 / 2));
+}
+
+// A worker parked in a signal handler stands for one the OS has not
+// scheduled (a loaded host): a call must finish on the threads that run,
+// not wait for it. (The pool's first version waited for every worker, and
+// every kernel call of a loaded server waited a scheduler slice.)
+std::atomic<bool> parked{false}, hold{false};
+void Park(int) {
+  parked.store(true);
+  while (hold.load()) {
+  }
+}
+
+TEST(ThreadPoolTest, ACallDoesNotWaitForAWorkerThatDoesNotRun) {
+  ThreadPool pool(2);  // the caller and one worker
+  pool.ParallelFor(64, 1, [](int64_t, int64_t) {});  // the worker is in its loop
+  struct sigaction action {};
+  action.sa_handler = Park;
+  struct sigaction previous {};
+  ASSERT_EQ(sigaction(SIGUSR1, &action, &previous), 0);
+  hold.store(true);
+  // The process's threads are this one and the worker.
+  const pid_t self = static_cast<pid_t>(syscall(SYS_gettid));
+  int signalled = 0;
+  if (DIR* tasks = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(tasks)) {
+      const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
+      if (tid > 0 && tid != self) signalled += syscall(SYS_tgkill, getpid(), tid, SIGUSR1) == 0;
+    }
+    closedir(tasks);
+  }
+  ASSERT_EQ(signalled, 1);
+  while (!parked.load()) std::this_thread::yield();
+
+  std::atomic<int64_t> covered{0};
+  std::future<void> call = std::async(std::launch::async, [&] {
+    pool.ParallelFor(1000, 1, [&](int64_t b, int64_t e) { covered += e - b; });
+  });
+  const bool returned = call.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  hold.store(false);  // let the worker go either way, so that the test ends
+  call.wait();
+  EXPECT_TRUE(returned) << "ParallelFor waited for a worker that was not running";
+  EXPECT_EQ(covered.load(), 1000);
+  // The worker comes back and takes part again.
+  std::atomic<int64_t> again{0};
+  pool.ParallelFor(1000, 1, [&](int64_t b, int64_t e) { again += e - b; });
+  EXPECT_EQ(again.load(), 1000);
+  sigaction(SIGUSR1, &previous, nullptr);
 }
 
 }  // namespace
