@@ -64,8 +64,11 @@ void main() {
   const uint kv_col = g * HEAD_DIM;
   const uint s_last = sequence_of(t_last);
   for (uint s = sequence_of(t0); s <= s_last; ++s) {
-    // Positions 0 .. end - 1: up to the last of this sequence's tokens in the tile.
+    // A sequence without tokens in this step has no rows here: skip the
+    // pass (it would read another sequence's span of positions for nothing).
     const uint next = s + 1u < S ? uint(io_at(IO_QUERY_STARTS, s + 1u)) : T;
+    if (next == uint(io_at(IO_QUERY_STARTS, s))) continue;
+    // Positions 0 .. end - 1: up to the last of this sequence's tokens in the tile.
     const uint end = uint(io_at(IO_POSITIONS, min(t_last, next - 1u))) + 1u;
     const uint table = s * uint(io[IO_PAGES_PER_SEQ]);
     const bool mine = live && seq == s;

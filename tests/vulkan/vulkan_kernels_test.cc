@@ -562,7 +562,8 @@ TEST(VulkanKernels, PagedAttentionPrefillOfSeveralSequencesInALargeBucket) {
 // 16 positions, at group sizes that give 4, 5 (30 live rows of 32) and 32
 // tokens a workgroup and 8, 4 and 2 lanes a row. A 45-token prefill (three
 // K/V tiles, across pages), a chunk of that sequence beside another's
-// prefill in one tile, then three sequences of one token each in one tile.
+// prefill in one tile, then three sequences of one token each in one tile,
+// then a tile with sequences of no tokens first and between two others.
 // With KILN_VULKAN_PREFILL_ATTENTION=1 the step runs on the query-tiled
 // kernel (its profile label says so) and agrees with the CPU; without it the
 // per-token kernel runs.
@@ -578,10 +579,11 @@ TEST(VulkanKernels, PrefillAttentionOnQueryTiles) {
     const int64_t out = AddAttention(tp, c.heads, c.kv_heads, c.head_dim, 8, c.rope, vocab);
     const std::vector<StepBatch> steps = {MakeBatch({{0, 45, 0}}, 10, vocab, tp.rng()),
                                           MakeBatch({{45, 20, 0}, {0, 13, 1}}, 10, vocab, tp.rng()),
-                                          MakeBatch({{65, 1, 0}, {13, 1, 1}, {0, 1, 2}}, 10, vocab, tp.rng())};
+                                          MakeBatch({{65, 1, 0}, {13, 1, 1}, {0, 1, 2}}, 10, vocab, tp.rng()),
+                                          MakeBatch({{0, 0, 3}, {66, 2, 0}, {0, 0, 4}, {14, 3, 1}}, 10, vocab, tp.rng())};
     const std::string what = absl::StrCat("query-tiled attention hd ", c.head_dim, " gqa ", c.heads / c.kv_heads);
     setenv("KILN_VULKAN_PREFILL_ATTENTION", "1", 1);
-    ExpectSameOutputs(tp, out, qw, steps, 30, what);
+    ExpectSameOutputs(tp, out, qw, steps, 50, what);
     unsetenv("KILN_VULKAN_PREFILL_ATTENTION");
 
     // Which kernel ran the 45-token step, with and without the switch.
@@ -590,7 +592,7 @@ TEST(VulkanKernels, PrefillAttentionOnQueryTiles) {
       absl::StatusOr<Plan> plan = tp.Build(out, qw);
       ASSERT_TRUE(plan.ok()) << plan.status();
       std::string skip;
-      std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), 30, &skip);
+      std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), 50, &skip);
       unsetenv("KILN_VULKAN_PREFILL_ATTENTION");
       if (!skip.empty()) GTEST_SKIP() << "no Vulkan: " << skip;
       absl::StatusOr<std::vector<KernelTime>> times = gpu->ProfileStep(steps[0]);
