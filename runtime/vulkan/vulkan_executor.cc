@@ -362,6 +362,11 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
     pipelines_[key] = *pipeline;
     return *pipeline;
   };
+  // Query-tiled prefill attention, with KILN_VULKAN_PREFILL_ATTENTION=1
+  // only until it is measured on a GPU (lavapipe runs it against the CPU
+  // executor in CI); artifacts from before it lack the module.
+  const char* prefill_env = std::getenv("KILN_VULKAN_PREFILL_ATTENTION");
+  const bool prefill_attention = prefill_env != nullptr && std::string_view(prefill_env) == "1";
   for (Dispatch& d : dispatches_) {
     absl::StatusOr<VkPipeline> p = pipeline_for(d.planned.kernel);
     if (!p.ok()) return p.status();
@@ -399,12 +404,8 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
       }
       d.tiled_reads_16_bytes = coopmat;
     }
-    // Query-tiled prefill attention, with KILN_VULKAN_PREFILL_ATTENTION=1
-    // only until it is measured on a GPU (lavapipe runs it against the CPU
-    // executor in CI); artifacts from before it lack the module.
-    const char* prefill_env = std::getenv("KILN_VULKAN_PREFILL_ATTENTION");
-    if (d.planned.prefill_kernel && module_keys_.count(d.planned.prefill_kernel->Key()) > 0 &&
-        dev_.shuffle_width() >= d.planned.prefill_lanes && prefill_env && std::string_view(prefill_env) == "1") {
+    if (prefill_attention && d.planned.prefill_kernel && module_keys_.count(d.planned.prefill_kernel->Key()) > 0 &&
+        dev_.shuffle_width() >= d.planned.prefill_lanes) {
       absl::StatusOr<VkPipeline> prefill = pipeline_for(*d.planned.prefill_kernel);
       if (!prefill.ok()) return prefill.status();
       d.prefill_attention_pipeline = *prefill;

@@ -327,9 +327,8 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
     prefill.Int("NUM_HEADS", *heads).Int("NUM_KV_HEADS", *kv_heads).Int("HEAD_DIM", *head_dim);
     prefill.Int("PAGE_SIZE", p.pool.page_size).Float("SCALE", *scale).Int("HAS_ROPE", rope ? 1 : 0);
     prefill.Int("USES_PARTIALS", 1).Int("QT", qt).Int("LPR", lanes).Int("KT", kPrefillTile);
-    PlannedDispatch unused;
-    if (rope) {
-      if (absl::Status s = AddRopeConstants(l, *head_dim, prefill, unused); !s.ok()) return s;
+    if (rope) {  // the same table as `attend`'s, set on d again
+      if (absl::Status s = AddRopeConstants(l, *head_dim, prefill, d); !s.ok()) return s;
     }
     d.prefill_kernel = prefill.Build();
     d.prefill_tokens_per_group = qt;

@@ -76,7 +76,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string decoded = tokenizer.Decode(ids);
   // SentencePiece spells a space U+2581 ("▁"), so a literal one in the text
   // comes back as a space (llama.cpp's tokenizer does the same).
-  const std::string expected = v.space_marker ? absl::StrReplaceAll(absl::string_view(text.data(), text.size()), {{"\u2581", " "}}) : std::string(text);
+  const std::string expected =
+      v.space_marker ? absl::StrReplaceAll(absl::string_view(text.data(), text.size()), {{"\u2581", " "}})
+                     : std::string(text);
   if (v.lossless && decoded != expected && kiln::ReplaceInvalidUtf8(text) == text) {
     std::fprintf(stderr, "tokenizer_fuzzer: %s does not round-trip: %zu bytes in, %zu out\n",
                  std::string(tokenizer.kind()).c_str(), text.size(), decoded.size());
