@@ -157,8 +157,11 @@ absl::StatusOr<std::string> InstanceSource(const KernelInstance& k) {
   // no KHR ones), f16 arithmetic for their inputs.
   // Integer dot products (SPV_KHR_integer_dot_product) declared through SPIR-V
   // intrinsics: Debian 12's glslang has no GLSL extension for them.
+  // DP4's staging takes a group's max through subgroup shuffles.
   for (const auto& [name, value] : k.constants) {
-    if (name == "DP4" && value == "1") src += "#extension GL_EXT_spirv_intrinsics : require\n";
+    if (name == "DP4" && value == "1") {
+      src += "#extension GL_EXT_spirv_intrinsics : require\n#extension GL_KHR_shader_subgroup_shuffle : require\n";
+    }
   }
   if (k.template_name == "paged_attention_prefill") src += "#extension GL_KHR_shader_subgroup_shuffle : require\n";
   if (k.template_name == "matmul_coopmat") {
@@ -217,8 +220,9 @@ absl::StatusOr<std::vector<uint8_t>> GenerateVulkanKernels(const Plan& plan) {
       if (d.prefill_kernel) instances.emplace(d.prefill_kernel->Key(), *d.prefill_kernel);
     }
   }
-  const vulkan::PlannedDispatch copy = vulkan::CopyLogitsDispatch(plan);
-  instances.emplace(copy.kernel.Key(), copy.kernel);
+  for (const vulkan::PlannedDispatch& own : {vulkan::CopyLogitsDispatch(plan), vulkan::GreedyIdsDispatch(plan)}) {
+    instances.emplace(own.kernel.Key(), own.kernel);
+  }
   std::vector<vulkan::SpirvModule> modules;
   for (const auto& [key, k] : instances) {
     absl::StatusOr<std::vector<uint32_t>> words = CompileInstance(k);

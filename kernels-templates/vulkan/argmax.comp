@@ -1,7 +1,12 @@
 // argmax (kiln.argmax): out0[r] = the index (as int32 bits) of the largest
-// element of in0[r, :], the first of equal maxima.
-// Constants: WIDTH, WG. Push constants: in0, out0, rows_are_logit_rows.
+// element of in0[r, :], the first of equal maxima. With TO_HOST (the
+// executor's greedy steps) the index goes to the host-visible io buffer
+// instead, where copy_logits puts the logits.
+// Constants: WIDTH, WG, TO_HOST. Push constants: in0, out0, rows_are_logit_rows.
 // Launch shape: x = one workgroup per row of the bucket.
+#ifndef TO_HOST
+#define TO_HOST 0
+#endif
 shared float best_value_[WG];
 shared uint best_index_[WG];
 
@@ -32,5 +37,10 @@ void main() {
     }
     barrier();
   }
-  if (tid == 0u) arena[pc.out0 + r] = intBitsToFloat(int(best_index_[0] == 0xFFFFFFFFu ? 0u : best_index_[0]));
+  const int id = int(best_index_[0] == 0xFFFFFFFFu ? 0u : best_index_[0]);
+#if TO_HOST
+  if (tid == 0u) host_io[io[IO_LOGITS_OUT] + int(r)] = id;
+#else
+  if (tid == 0u) arena[pc.out0 + r] = intBitsToFloat(id);
+#endif
 }

@@ -162,36 +162,47 @@ float q4k_dot(uvec4 head, uvec4 codes, uint gc, vec4 xl[4], vec4 xh[4], float su
 #endif
 
 #if DP4
-// x' (normalised) of token t at k0..k0+len as int8 codes: a thread per
-// 32-element group (sub-block sb of block b): its scale max|x| / 127, its
-// codes as the low (sb even) or high part of lane chunks 8b + sb - sb % 2
-// and the next, each with its 16 activations' sum.
+// The arena as 16-byte words (the executor checks that the input's offset
+// is a multiple of 4 floats; K is a multiple of 256).
+layout(std430, set = 0, binding = 5) buffer Arena4 { vec4 arena4[]; };
+
+// x' (normalised) of token t at k0..k0+len as int8 codes, 32 to a scale
+// (one q4_K sub-block sb of block b): four neighbouring threads a group,
+// eight elements each (two 16-byte loads, so a subgroup's loads are one
+// contiguous run), the group's max |x| through two shuffles. The codes go
+// to the low (sb even) or high part of lane chunks 8b + sb - sb % 2 and the
+// next, each with its 16 activations' sum. (A thread a group, 32 loads and
+// the quantisation in a row, took ~8 us of every decode matmul on the H200:
+// docs/perf/vulkan-h200.md, session 19.)
 void stage(uint t, uint k0, uint len, float scale) {
-  for (uint g = gl_LocalInvocationID.x; g < len / 32u; g += WG) {
-    float x[32];
-    float amax = 0.0;
-    for (uint i = 0u; i < 32u; ++i) {
-      x[i] = arena[pc.in0 + t * K + k0 + 32u * g + i];
+  // Counted by subgroup lane, so that a group's four threads are lanes
+  // 4i..4i+3 of one subgroup (and leave the loop together).
+  const uint first = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+  for (uint e = first; e < len / 8u; e += gl_NumSubgroups * gl_SubgroupSize) {
+    const uint g = e / 4u, j = e % 4u, k = k0 + 8u * e;
+    const uint at = (pc.in0 + t * K + k) / 4u;
+    vec4 lo = arena4[at], hi = arena4[at + 1u];
 #if HAS_NORM
-      x[i] *= scale * vec_[k0 + 32u * g + i];
+    lo *= scale * vec4(vec_[k], vec_[k + 1u], vec_[k + 2u], vec_[k + 3u]);
+    hi *= scale * vec4(vec_[k + 4u], vec_[k + 5u], vec_[k + 6u], vec_[k + 7u]);
 #endif
-      amax = max(amax, abs(x[i]));
-    }
-    const float dx = amax / 127.0, inv = amax > 0.0 ? 127.0 / amax : 0.0;
-    xd_[g] = dx;
-    const uint sb = g % 8u, hi = sb % 2u, c0 = (g / 8u) * 8u + sb - hi;
-    for (uint part = 0u; part < 2u; ++part) {
-      const uint c = c0 + part;
-      uvec4 codes = uvec4(0u);
-      float sum = 0.0;
-      for (uint i = 0u; i < 16u; ++i) {
-        const float v = x[16u * part + i];
-        sum += v;
-        codes[i / 4u] |= (uint(int(round(v * inv))) & 0xFFu) << (8u * (i % 4u));
-      }
-      xq_[(c / 32u) * 64u + hi * 32u + c % 32u] = codes;
-      xsum_[2u * c + hi] = sum;
-    }
+    const vec4 m = max(abs(lo), abs(hi));
+    float amax = max(max(m.x, m.y), max(m.z, m.w));
+    amax = max(amax, subgroupShuffleXor(amax, 1u));
+    amax = max(amax, subgroupShuffleXor(amax, 2u));
+    const float inv = amax > 0.0 ? 127.0 / amax : 0.0;
+    const ivec4 ql = ivec4(round(lo * inv)), qh = ivec4(round(hi * inv));
+    const uvec4 bl = uvec4(ql) & 0xFFu, bh = uvec4(qh) & 0xFFu;
+    const uint w0 = bl.x | (bl.y << 8) | (bl.z << 16) | (bl.w << 24);
+    const uint w1 = bh.x | (bh.y << 8) | (bh.z << 16) | (bh.w << 24);
+    float sum = dot(lo + hi, vec4(1.0));
+    sum += subgroupShuffleXor(sum, 1u);  // the 16 of this half of the group
+    const uint sb = g % 8u, high = sb % 2u, c = (g / 8u) * 8u + sb - high + j / 2u;
+    const uint word = (c / 32u) * 64u + high * 32u + c % 32u, comp = 2u * (j % 2u);
+    xq_[word][comp] = w0;
+    xq_[word][comp + 1u] = w1;
+    if (j % 2u == 0u) xsum_[2u * c + high] = sum;
+    if (j == 0u) xd_[g] = amax / 127.0;
   }
 }
 #else

@@ -54,6 +54,7 @@ class VulkanExecutor final : public Executor {
 
   absl::Status Init(const WeightSource& weights, std::span<const uint8_t> bundle);
   absl::StatusOr<std::span<const float>> Step(const StepBatch& batch) override;
+  absl::StatusOr<std::span<const int32_t>> StepGreedy(const StepBatch& batch) override;
   absl::StatusOr<std::vector<KernelTime>> ProfileStep(const StepBatch& batch) override;
   std::optional<double> DeviceWaitCpuSeconds() const override { return wait_cpu_seconds_; }
   std::string Describe() const override {
@@ -68,9 +69,13 @@ class VulkanExecutor final : public Executor {
   int64_t num_pages() const override { return num_pages_; }
 
  private:
+  // What a dispatch serves: a plan launch, or the step's last dispatch, which
+  // copies the logits (Step) or picks the greedy ids (StepGreedy).
+  enum class Role { kLaunch, kCopyLogits, kGreedyIds };
   struct Dispatch {
     PlannedDispatch planned;
-    size_t launch = 0;  // index into plan_.launches, or launches.size() for copy_logits
+    size_t launch = 0;  // index into plan_.launches, or launches.size() for the last dispatch
+    Role role = Role::kLaunch;
     VkPipeline pipeline = VK_NULL_HANDLE;
     VkPipeline decode_pipeline = VK_NULL_HANDLE;  // where planned.decode_kernel is set
     VkPipeline tiled_pipeline = VK_NULL_HANDLE;   // where planned.tiled_kernel is set
@@ -79,8 +84,9 @@ class VulkanExecutor final : public Executor {
     // The prefill variant tiled_pipeline runs: its tile and its profile label.
     int64_t tiled_tokens = 1, tiled_columns = 1;
     const char* tiled_label = " (tiled)";
-    // matmul_coopmat reads its activations 16 bytes at a time.
-    bool tiled_reads_16_bytes = false;
+    // matmul_coopmat, and matmul_decode's DP4 instance, read their
+    // activations 16 bytes at a time.
+    bool tiled_reads_16_bytes = false, decode_reads_16_bytes = false;
     VkDescriptorSet set = VK_NULL_HANDLE;
     // tiled_pipeline is planned.coopmat_f16_kernel: it runs with f16_set,
     // whose weight slots hold the f16 rows.
@@ -95,10 +101,11 @@ class VulkanExecutor final : public Executor {
   absl::Status MakeF16Copy();
   absl::Status CreatePipelines(const std::vector<SpirvModule>& modules);
   absl::Status WriteDescriptorSets();
-  // The bucket's step as a command buffer; with `timestamps`, query i + 1
-  // is written after dispatch i (query 0 before the first) and `labels`
-  // gets each dispatch's kernel and launch.
-  absl::StatusOr<VkCommandBuffer> Record(size_t bucket, VkQueryPool timestamps = VK_NULL_HANDLE,
+  // The bucket's step as a command buffer, ending in copy_logits, or with
+  // `greedy` in the greedy ids; with `timestamps`, query i + 1 is written
+  // after dispatch i (query 0 before the first) and `labels` gets each
+  // dispatch's kernel and launch.
+  absl::StatusOr<VkCommandBuffer> Record(size_t bucket, bool greedy, VkQueryPool timestamps = VK_NULL_HANDLE,
                                          std::vector<KernelTime>* labels = nullptr);
   // Validates the batch and writes it into the step inputs; returns the bucket.
   absl::StatusOr<size_t> WriteInputs(const StepBatch& batch);
@@ -129,6 +136,10 @@ class VulkanExecutor final : public Executor {
   std::map<std::string, VkPipeline> pipelines_;
   VkDescriptorPool descriptor_pool_ = VK_NULL_HANDLE;
   std::vector<VkCommandBuffer> commands_;  // one per bucket
+  // One per bucket where the artifact has the greedy ids' kernel (artifacts
+  // from before it: empty, and StepGreedy reads the logits).
+  std::vector<VkCommandBuffer> greedy_commands_;
+  std::vector<int32_t> greedy_ids_;
   VkFence fence_ = VK_NULL_HANDLE;
   double wait_cpu_seconds_ = 0;  // thread CPU time inside vkWaitForFences, for DeviceWaitCpuSeconds
 
@@ -362,20 +373,22 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
     pipelines_[key] = *pipeline;
     return *pipeline;
   };
-  // Query-tiled prefill attention, with KILN_VULKAN_PREFILL_ATTENTION=1
-  // only until it is measured on a GPU (lavapipe runs it against the CPU
-  // executor in CI); artifacts from before it lack the module.
+  // Query-tiled prefill attention where the artifact has it (H200: 18.1 ->
+  // 7.3 ms of a 512-token step, docs/perf/vulkan-h200.md, session 19);
+  // KILN_VULKAN_PREFILL_ATTENTION=0 keeps a workgroup per token.
   const char* prefill_env = std::getenv("KILN_VULKAN_PREFILL_ATTENTION");
-  const bool prefill_attention = prefill_env != nullptr && std::string_view(prefill_env) == "1";
+  const bool prefill_attention = prefill_env == nullptr || std::string_view(prefill_env) != "0";
   for (Dispatch& d : dispatches_) {
     absl::StatusOr<VkPipeline> p = pipeline_for(d.planned.kernel);
     if (!p.ok()) return p.status();
     d.pipeline = *p;
     if (d.planned.decode_kernel) {
-      const bool dp4 = dev_.has_integer_dot() && d.planned.decode_dp4_kernel;
+      // DP4 stages its codes four lanes a group (subgroup shuffles).
+      const bool dp4 = dev_.has_integer_dot() && dev_.shuffle_width() >= 4 && d.planned.decode_dp4_kernel;
       absl::StatusOr<VkPipeline> decode = pipeline_for(dp4 ? *d.planned.decode_dp4_kernel : *d.planned.decode_kernel);
       if (!decode.ok()) return decode.status();
       d.decode_pipeline = *decode;
+      d.decode_reads_16_bytes = dp4;
     }
     if (d.planned.tiled_kernel) {
       // On tensor cores where the device has them (the artifact carries both).
@@ -519,7 +532,7 @@ int64_t VulkanExecutor::ArenaFloats(const std::string& role, const PlanLaunch* l
   return b->arena[bucket] / 4;
 }
 
-absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPool timestamps,
+absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greedy, VkQueryPool timestamps,
                                                        std::vector<KernelTime>* labels) {
   const int64_t B = plan_.buckets[bucket];
   VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
@@ -562,6 +575,7 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPoo
   for (const Dispatch& d : dispatches_) {
     const PlannedDispatch& p = d.planned;
     if (p.only_when_split && splits == 1) continue;
+    if (d.role == (greedy ? Role::kCopyLogits : Role::kGreedyIds)) continue;
     const PlanLaunch* l = d.launch < plan_.launches.size() ? &plan_.launches[d.launch] : nullptr;
     std::vector<Access> reads, writes;
     PushConstants pc;
@@ -592,7 +606,8 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPoo
       (p.kernel.template_name == "kv_append" ? writes : reads).push_back(kv);
     }
     if (l == nullptr) writes.push_back({2, 0, static_cast<int64_t>(io_.size)});
-    pc.rows_are_logit_rows = l != nullptr && logit_rows_[d.launch][bucket] ? 1 : 0;
+    // The last dispatch reads the R result rows.
+    pc.rows_are_logit_rows = l == nullptr || logit_rows_[d.launch][bucket] ? 1 : 0;
 
     bool hazard = false;
     for (const Access& a : reads) {
@@ -622,7 +637,7 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, VkQueryPoo
                                 : tiled_variant     ? d.tiled_pipeline
                                 : prefill_attention ? d.prefill_attention_pipeline
                                                     : d.pipeline;
-    if (tiled_variant && d.tiled_reads_16_bytes && pc.in0 % 4 != 0) {
+    if (((tiled_variant && d.tiled_reads_16_bytes) || (decode_variant && d.decode_reads_16_bytes)) && pc.in0 % 4 != 0) {
       // kiln's plans align every buffer to 256 bytes; another plan gets an
       // error, not activations read from the wrong place.
       return absl::FailedPreconditionError(absl::StrCat("vulkan: launch '", l != nullptr ? l->kernel : "?",
@@ -712,7 +727,7 @@ absl::StatusOr<std::vector<KernelTime>> VulkanExecutor::ProfileStep(const StepBa
   VkQueryPool pool = VK_NULL_HANDLE;
   KILN_VK_CHECK(dev_.api().vkCreateQueryPool(dev_.device(), &qi, nullptr, &pool), "vkCreateQueryPool");
   std::vector<KernelTime> times;
-  absl::StatusOr<VkCommandBuffer> cb = Record(*bucket, pool, &times);
+  absl::StatusOr<VkCommandBuffer> cb = Record(*bucket, /*greedy=*/false, pool, &times);
   absl::Status run = cb.ok() ? SubmitAndWait(*cb) : cb.status();
   std::vector<uint64_t> ticks(times.size() + 1);
   if (run.ok() && !ticks.empty()) {
@@ -740,7 +755,10 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   for (size_t i = 0; i < planned->size(); ++i) {
     for (PlannedDispatch& p : (*planned)[i]) dispatches_.push_back(Dispatch{std::move(p), i});
   }
-  dispatches_.push_back(Dispatch{CopyLogitsDispatch(plan_), plan_.launches.size()});
+  dispatches_.push_back(Dispatch{CopyLogitsDispatch(plan_), plan_.launches.size(), Role::kCopyLogits});
+  if (PlannedDispatch greedy = GreedyIdsDispatch(plan_); module_keys_.count(greedy.kernel.Key()) > 0) {
+    dispatches_.push_back(Dispatch{std::move(greedy), plan_.launches.size(), Role::kGreedyIds});
+  }
   logit_rows_ = RowsAreLogitRows(plan_);
   const JsonValue* vocab = plan_.model.Find("n_vocab");
   if (vocab == nullptr || !vocab->int_value() || *vocab->int_value() <= 0) {
@@ -846,10 +864,15 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   if (absl::Status s = CreatePipelines(*modules); !s.ok()) return s;
   if (absl::Status s = MakeF16Copy(); !s.ok()) return s;
   if (absl::Status s = WriteDescriptorSets(); !s.ok()) return s;
+  const bool has_greedy = dispatches_.back().role == Role::kGreedyIds;
   for (size_t b = 0; b < plan_.buckets.size(); ++b) {
-    absl::StatusOr<VkCommandBuffer> cb = Record(b);
+    absl::StatusOr<VkCommandBuffer> cb = Record(b, /*greedy=*/false);
     if (!cb.ok()) return cb.status();
     commands_.push_back(*cb);
+    if (!has_greedy) continue;
+    absl::StatusOr<VkCommandBuffer> greedy = Record(b, /*greedy=*/true);
+    if (!greedy.ok()) return greedy.status();
+    greedy_commands_.push_back(*greedy);
   }
   return absl::OkStatus();
 }
@@ -863,6 +886,16 @@ absl::StatusOr<std::span<const float>> VulkanExecutor::Step(const StepBatch& bat
   logits_.resize(n);
   std::memcpy(logits_.data(), io + io_offsets_[kIoLogitsOut], n * sizeof(float));
   return std::span<const float>(logits_);
+}
+
+absl::StatusOr<std::span<const int32_t>> VulkanExecutor::StepGreedy(const StepBatch& batch) {
+  if (greedy_commands_.empty()) return Executor::StepGreedy(batch);
+  absl::StatusOr<size_t> bucket = WriteInputs(batch);
+  if (!bucket.ok()) return bucket.status();
+  if (absl::Status s = SubmitAndWait(greedy_commands_[*bucket]); !s.ok()) return s;
+  const int32_t* io = static_cast<const int32_t*>(io_.mapped);
+  greedy_ids_.assign(io + io_offsets_[kIoLogitsOut], io + io_offsets_[kIoLogitsOut] + batch.logit_rows.size());
+  return std::span<const int32_t>(greedy_ids_);
 }
 
 absl::StatusOr<size_t> VulkanExecutor::WriteInputs(const StepBatch& batch) {

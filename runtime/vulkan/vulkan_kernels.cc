@@ -457,13 +457,30 @@ absl::StatusOr<std::vector<std::vector<PlannedDispatch>>> PlanDispatches(const P
   return out;
 }
 
-PlannedDispatch CopyLogitsDispatch(const Plan& plan) {
+namespace {
+int64_t VocabWidth(const Plan& plan) {
   const JsonValue* vocab = plan.model.Find("n_vocab");
-  const int64_t width = vocab != nullptr && vocab->int_value() ? *vocab->int_value() : 0;
+  return vocab != nullptr && vocab->int_value() ? *vocab->int_value() : 0;
+}
+}  // namespace
+
+PlannedDispatch CopyLogitsDispatch(const Plan& plan) {
+  const int64_t width = VocabWidth(plan);
   PlannedDispatch d;
   d.kernel = InstanceBuilder("copy_logits", 64).Int("WIDTH", width).Build();
   d.inputs[0] = {"", width};  // the plan's result, not a launch binding
   d.shape.items_per_token = width;
+  return d;
+}
+
+PlannedDispatch GreedyIdsDispatch(const Plan& plan) {
+  const int64_t width = VocabWidth(plan);
+  PlannedDispatch d;
+  // A workgroup per row: 1024 threads, so that one row's scan (128256
+  // logits for Llama 3) has many loads in flight.
+  d.kernel = InstanceBuilder("argmax", 1024).Int("WIDTH", width).Int("TO_HOST", 1).Build();
+  d.inputs[0] = {"", width};
+  d.shape.kind = LaunchShape::Kind::kPerRow;
   return d;
 }
 

@@ -130,6 +130,11 @@ absl::StatusOr<std::vector<std::vector<PlannedDispatch>>> PlanDispatches(const P
 // The step's last dispatch: the R result rows into the io buffer.
 PlannedDispatch CopyLogitsDispatch(const Plan& plan);
 
+// Instead of CopyLogitsDispatch in a greedy step: the argmax of each of the R
+// result rows into the io buffer, so that R ids cross to the host rather than
+// R x n_vocab floats (513 KB a token for Llama 3).
+PlannedDispatch GreedyIdsDispatch(const Plan& plan);
+
 // [launch][bucket]: true where the launch's rows are the step's R logit rows
 // (its input was written by gather_rows or by a launch downstream of one),
 // false where they are its T tokens; the CPU executor counts rows the same way.

@@ -58,7 +58,7 @@ done
 for tag in stories260K stories260K-f16 stories260K-q8_0-mix stories260K-q4_0-mix; do
   model=$testdata/models/$tag.gguf
   [ -f "$model" ] || continue
-  "$full_build/tools/kiln/kiln" compile "$model" --target cuda:sm_90 -o "$stage/artifacts/$tag.kiln" >/dev/null 2>&1 ||
+  "$full_build/tools/kiln/kiln" compile "$model" --target cuda:sm_90,vulkan -o "$stage/artifacts/$tag.kiln" >/dev/null 2>&1 ||
     { echo "compile of $tag failed" >&2; exit 1; }
   [ -d "$testdata/golden/$tag" ] && cp -r "$testdata/golden/$tag" "$stage/testdata/golden/"
   chmod -R u+w "$stage/testdata"

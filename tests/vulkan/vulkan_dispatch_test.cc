@@ -5,6 +5,7 @@
 // CI. The dispatches themselves run on the driver's threads; what is
 // measured here is the overhead a recorded command buffer leaves on the
 // host, which does not grow with the layer count.
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <utility>
@@ -156,6 +157,42 @@ TEST(VulkanDispatch, HostCpuTimePerDecodeStepOf32Layers) {
   // idle 2-core VM); the bound leaves room for a CI box shared with other
   // jobs and still fails if host work per dispatch comes back (163 x 1 us).
   EXPECT_LT(cpu_us / kSteps, 150.0);
+}
+
+// Greedy steps pick their ids on the device (argmax.comp into the io
+// buffer) instead of reading R x n_vocab logits back: the ids are the argmax
+// of the logits the same step gives through Step, for every logit row.
+TEST(VulkanDispatch, GreedyStepPicksTheArgmaxOfEachLogitRow) {
+  TestPlan tp({1, 8});
+  absl::StatusOr<PrefilledPair> both = Prefilled(tp, 2);
+  ASSERT_TRUE(both.ok()) << both.status();
+  if (both->gpu == nullptr) GTEST_SKIP() << "no Vulkan here";
+  Executor& gpu = *both->gpu;
+  const int64_t vocab = both->vocab;
+  // Four tokens after the prefill, logits of each; run twice (Step, then
+  // StepGreedy), the step writes the same K/V rows both times.
+  const StepBatch step = MakeBatch({{8, 4}}, 16, static_cast<int32_t>(vocab), tp.rng(), {0, 1, 2, 3});
+  absl::StatusOr<std::span<const float>> logits = gpu.Step(step);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  ASSERT_EQ(logits->size(), 4u * vocab);
+  std::vector<int32_t> want;
+  for (size_t r = 0; r < 4; ++r) {
+    const float* row = logits->data() + r * vocab;
+    want.push_back(static_cast<int32_t>(std::max_element(row, row + vocab) - row));
+  }
+  absl::StatusOr<std::span<const int32_t>> ids = gpu.StepGreedy(step);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_EQ(std::vector<int32_t>(ids->begin(), ids->end()), want);
+  // A decode step of one row after it: one id, the next step's argmax.
+  const StepBatch next = MakeBatch({{12, 1}}, 16, static_cast<int32_t>(vocab), tp.rng(), {0});
+  absl::StatusOr<std::span<const float>> next_logits = gpu.Step(next);
+  ASSERT_TRUE(next_logits.ok()) << next_logits.status();
+  const int32_t next_want =
+      static_cast<int32_t>(std::max_element(next_logits->begin(), next_logits->end()) - next_logits->begin());
+  ids = gpu.StepGreedy(next);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_EQ(ids->size(), 1u);
+  EXPECT_EQ((*ids)[0], next_want);
 }
 
 // kiln bench --profile on Vulkan: a step with a GPU timestamp after every

@@ -564,9 +564,9 @@ TEST(VulkanKernels, PagedAttentionPrefillOfSeveralSequencesInALargeBucket) {
 // K/V tiles, across pages), a chunk of that sequence beside another's
 // prefill in one tile, then three sequences of one token each in one tile,
 // then a tile with sequences of no tokens first and between two others.
-// With KILN_VULKAN_PREFILL_ATTENTION=1 the step runs on the query-tiled
-// kernel (its profile label says so) and agrees with the CPU; without it the
-// per-token kernel runs.
+// By default the step runs on the query-tiled kernel (its profile label
+// says so) and agrees with the CPU; with KILN_VULKAN_PREFILL_ATTENTION=0 the
+// per-token kernel runs, and agrees too.
 TEST(VulkanKernels, PrefillAttentionOnQueryTiles) {
   struct Case {
     int64_t heads, kv_heads, head_dim;
@@ -582,13 +582,14 @@ TEST(VulkanKernels, PrefillAttentionOnQueryTiles) {
                                           MakeBatch({{65, 1, 0}, {13, 1, 1}, {0, 1, 2}}, 10, vocab, tp.rng()),
                                           MakeBatch({{0, 0, 3}, {66, 2, 0}, {0, 0, 4}, {14, 3, 1}}, 10, vocab, tp.rng())};
     const std::string what = absl::StrCat("query-tiled attention hd ", c.head_dim, " gqa ", c.heads / c.kv_heads);
-    setenv("KILN_VULKAN_PREFILL_ATTENTION", "1", 1);
     ExpectSameOutputs(tp, out, qw, steps, 50, what);
+    setenv("KILN_VULKAN_PREFILL_ATTENTION", "0", 1);
+    ExpectSameOutputs(tp, out, qw, steps, 50, what + " (switched off)");
     unsetenv("KILN_VULKAN_PREFILL_ATTENTION");
 
     // Which kernel ran the 45-token step, with and without the switch.
     for (const bool tiles : {true, false}) {
-      if (tiles) setenv("KILN_VULKAN_PREFILL_ATTENTION", "1", 1);
+      if (!tiles) setenv("KILN_VULKAN_PREFILL_ATTENTION", "0", 1);
       absl::StatusOr<Plan> plan = tp.Build(out, qw);
       ASSERT_TRUE(plan.ok()) << plan.status();
       std::string skip;
