@@ -168,14 +168,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   constexpr int64_t kDecodeStagedF32 = 7168, kDecodeStagedF16 = 15360;
   constexpr int64_t kDecodeWorkgroup = 256, kDecodeRows = 4, kDecodeGroupsPerUnit = 4;
   InstanceBuilder decode = b.Variant("matmul_decode", kDecodeWorkgroup);
-  // K slices (KS subgroups share R rows): enough that the launch's rows fill
-  // the subgroups of 4 workgroups on each of an H200's 132 SMs (o, qkv and
-  // down; gate/up and the head fill them alone), at most 8 and at most the
-  // 32-lane steps along K.
-  constexpr int64_t kDecodeRowSlots = 132 * kDecodeGroupsPerUnit * (kDecodeWorkgroup / 32) * kDecodeRows;
-  int64_t ks = 1;
-  while (ks < 8 && columns * ks * 2 <= kDecodeRowSlots && k / (32 * 32) >= ks * 2) ks *= 2;
-  decode.Int("R", kDecodeRows).Int("KS", ks);
+  decode.Int("R", kDecodeRows);
   // q4_K on integer dot products: int8 codes, a scale per 32 and a sum per
   // 16 (22 KB for 16384 elements).
   constexpr int64_t kDecodeStagedInt8 = 16384;
@@ -209,7 +202,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   d.decode_max_bucket = kDecodeMaxBucket;
   // Rows a workgroup covers where subgroups are 32 wide (the kernel takes any
   // width: narrower ones cover more, wider ones take more rounds).
-  d.decode_columns_per_group = kDecodeRows * kDecodeWorkgroup / 32 / ks;
+  d.decode_columns_per_group = kDecodeRows * kDecodeWorkgroup / 32;
   d.decode_groups_per_unit = kDecodeGroupsPerUnit;
   d.tiled_kernel = tiled.Build();
   d.tiled_min_bucket = kTiledMinBucket;
