@@ -11,11 +11,16 @@
 // by every thread for the VEC-wide slices of V it owns (a thread per (head,
 // slice): a tile's V rows are read whole by neighbouring threads). With one
 // split the workgroup writes the output; with more it writes (max, sum,
-// weighted V) to the partials (binding 0) and attention_combine merges them.
+// weighted V) to the partials (binding 0) and attention_combine merges them,
+// or with FOLD the last of the (KV head, token)'s splits to finish merges
+// them itself (a count per (token, KV head) in the buffer's first
+// FOLD_COUNTS words; the merging workgroup sets it back to 0), saving the
+// combine's dispatch and its barrier (~11 us a layer on the H200). Splits
+// past the positions (attention_chunk) return at once.
 // Decode steps get many splits (few tokens, long contexts), prefill one.
 // Constants: NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, PAGE_SIZE, SCALE, HAS_ROPE
 // (+ ROPE_DIMS, ROPE_STYLE), USES_PARTIALS, VEC (4 where HEAD_DIM is a
-// multiple of 4, else 1), TILE, WG.
+// multiple of 4, else 1), TILE, WG, FOLD.
 // Push constants: in0 q, out0, kv_base, kv_half, splits.
 // Launch shape: x = NUM_KV_HEADS, y = the bucket's tokens, z = splits.
 #if HAS_ROPE
@@ -27,6 +32,16 @@
 #define OUTS (GROUP * SLICES)
 #define PER_THREAD ((OUTS + WG - 1) / WG)
 #define BATCH 8
+#ifndef FOLD
+#define FOLD 0
+#endif
+#if FOLD
+// Split steps have fewer than 64 tokens (AttentionSplits).
+#define FOLD_COUNTS (64u * NUM_KV_HEADS)
+shared uint last_;
+#else
+#define FOLD_COUNTS 0u
+#endif
 
 shared float q_[GROUP * HEAD_DIM];
 shared float score_[GROUP * TILE];
@@ -55,6 +70,12 @@ void main() {
   const uint s = sequence_of(t);
   const uint table = s * uint(io[IO_PAGES_PER_SEQ]);
   const uint h0 = g * GROUP;
+  // This split's positions: chunks of at least TILE; splits past them have
+  // none (and no partials: the merge reads `used`).
+  const uint split = gl_WorkGroupID.z;
+  const uint chunk = attention_chunk(pos, pc.splits, uint(TILE));
+  const uint used = min(pc.splits, (pos + chunk) / chunk);
+  if (split >= used) return;  // the same for the whole workgroup
   for (uint i = tid; i < GROUP * HEAD_DIM; i += WG) {
     const uint q_head = pc.in0 + (t * NUM_HEADS + h0 + i / HEAD_DIM) * HEAD_DIM, c = i % HEAD_DIM;
 #if HAS_ROPE
@@ -65,9 +86,6 @@ void main() {
   }
 
   const uint kv_col = g * HEAD_DIM;
-  // This split's positions: chunks of at least TILE.
-  const uint split = gl_WorkGroupID.z;
-  const uint chunk = attention_chunk(pos, pc.splits, uint(TILE));
   const uint first = split * chunk;
   const uint end = min(pos + 1u, first + chunk);
 
@@ -139,7 +157,7 @@ void main() {
       continue;
     }
     // [token][head][split]: max, sum, then HEAD_DIM weighted V (an empty split: -inf, 0, 0...).
-    const uint at = ((t * NUM_HEADS + h) * pc.splits + split) * (HEAD_DIM + 2u);
+    const uint at = FOLD_COUNTS + ((t * NUM_HEADS + h) * pc.splits + split) * (HEAD_DIM + 2u);
     if (c == 0u) {
       partial_[at] = m[i];
       partial_[at + 1u] = l[i];
@@ -153,4 +171,34 @@ void main() {
     partial_[at + 2u + c] = acc[i];
 #endif
   }
+#if FOLD
+  if (pc.splits == 1u) return;
+  // Every thread's partials are written before the count says so; the
+  // workgroup that brings the count to `used` merges (as attention_combine).
+  memoryBarrierBuffer();
+  barrier();
+  if (tid == 0u) last_ = atomicAdd(fold_count_[t * NUM_KV_HEADS + g], 1u) == used - 1u ? 1u : 0u;
+  barrier();
+  if (last_ == 0u) return;
+  memoryBarrierBuffer();
+  for (uint o = tid; o < GROUP * HEAD_DIM; o += WG) {
+    const uint h = h0 + o / HEAD_DIM, c = o % HEAD_DIM;
+    const uint base = FOLD_COUNTS + (t * NUM_HEADS + h) * pc.splits * (HEAD_DIM + 2u);
+    float mx = uintBitsToFloat(0xFF800000u);  // -inf
+    float sum = 0.0, v = 0.0;
+    for (uint s = 0u; s < used; ++s) {
+      const uint at = base + s * (HEAD_DIM + 2u);
+      const float l_s = partial_[at + 1u];
+      if (l_s > 0.0) {
+        const float m_s = partial_[at], m_new = max(mx, m_s);
+        const float f_old = exp(mx - m_new), f = exp(m_s - m_new);
+        sum = sum * f_old + l_s * f;
+        v = v * f_old + partial_[at + 2u + c] * f;
+        mx = m_new;
+      }
+    }
+    arena[pc.out0 + (t * NUM_HEADS + h) * HEAD_DIM + c] = v / sum;
+  }
+  if (tid == 0u) fold_count_[t * NUM_KV_HEADS + g] = 0u;  // for the next layer's dispatch
+#endif
 }
