@@ -182,22 +182,9 @@ void main() {
   if (last_ == 0u) return;
   memoryBarrierBuffer();
   for (uint o = tid; o < GROUP * HEAD_DIM; o += WG) {
-    const uint h = h0 + o / HEAD_DIM, c = o % HEAD_DIM;
+    const uint h = h0 + o / HEAD_DIM;
     const uint base = FOLD_COUNTS + (t * NUM_HEADS + h) * pc.splits * (HEAD_DIM + 2u);
-    float mx = uintBitsToFloat(0xFF800000u);  // -inf
-    float sum = 0.0, v = 0.0;
-    for (uint s = 0u; s < used; ++s) {
-      const uint at = base + s * (HEAD_DIM + 2u);
-      const float l_s = partial_[at + 1u];
-      if (l_s > 0.0) {
-        const float m_s = partial_[at], m_new = max(mx, m_s);
-        const float f_old = exp(mx - m_new), f = exp(m_s - m_new);
-        sum = sum * f_old + l_s * f;
-        v = v * f_old + partial_[at + 2u + c] * f;
-        mx = m_new;
-      }
-    }
-    arena[pc.out0 + (t * NUM_HEADS + h) * HEAD_DIM + c] = v / sum;
+    arena[pc.out0 + (t * NUM_HEADS + h) * HEAD_DIM + o % HEAD_DIM] = merge_splits(base, used, o % HEAD_DIM);
   }
   if (tid == 0u) fold_count_[t * NUM_KV_HEADS + g] = 0u;  // for the next layer's dispatch
 #endif
