@@ -11,16 +11,14 @@
 // by every thread for the VEC-wide slices of V it owns (a thread per (head,
 // slice): a tile's V rows are read whole by neighbouring threads). With one
 // split the workgroup writes the output; with more it writes (max, sum,
-// weighted V) to the partials (binding 0) and attention_combine merges them,
-// or with FOLD the last of the (KV head, token)'s splits to finish merges
-// them itself (a count per (token, KV head) in the buffer's first
-// FOLD_COUNTS words; the merging workgroup sets it back to 0), saving the
-// combine's dispatch and its barrier (~11 us a layer on the H200). Splits
-// past the positions (attention_chunk) return at once.
+// weighted V) to the partials (binding 0) and attention_combine merges them.
+// Splits past the positions (attention_chunk) return at once. (Merging in
+// the last split's workgroup instead of a combine dispatch measured slower
+// on the H200: docs/perf/vulkan-h200.md, session 19.)
 // Decode steps get many splits (few tokens, long contexts), prefill one.
 // Constants: NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, PAGE_SIZE, SCALE, HAS_ROPE
 // (+ ROPE_DIMS, ROPE_STYLE), USES_PARTIALS, VEC (4 where HEAD_DIM is a
-// multiple of 4, else 1), TILE, WG, FOLD.
+// multiple of 4, else 1), TILE, WG.
 // Push constants: in0 q, out0, kv_base, kv_half, splits.
 // Launch shape: x = NUM_KV_HEADS, y = the bucket's tokens, z = splits.
 #if HAS_ROPE
@@ -32,16 +30,6 @@
 #define OUTS (GROUP * SLICES)
 #define PER_THREAD ((OUTS + WG - 1) / WG)
 #define BATCH 8
-#ifndef FOLD
-#define FOLD 0
-#endif
-#if FOLD
-// Split steps have fewer than 64 tokens (AttentionSplits).
-#define FOLD_COUNTS (64u * NUM_KV_HEADS)
-shared uint last_;
-#else
-#define FOLD_COUNTS 0u
-#endif
 
 shared float q_[GROUP * HEAD_DIM];
 shared float score_[GROUP * TILE];
@@ -157,7 +145,7 @@ void main() {
       continue;
     }
     // [token][head][split]: max, sum, then HEAD_DIM weighted V (an empty split: -inf, 0, 0...).
-    const uint at = FOLD_COUNTS + ((t * NUM_HEADS + h) * pc.splits + split) * (HEAD_DIM + 2u);
+    const uint at = ((t * NUM_HEADS + h) * pc.splits + split) * (HEAD_DIM + 2u);
     if (c == 0u) {
       partial_[at] = m[i];
       partial_[at + 1u] = l[i];
@@ -171,21 +159,4 @@ void main() {
     partial_[at + 2u + c] = acc[i];
 #endif
   }
-#if FOLD
-  if (pc.splits == 1u) return;
-  // Every thread's partials are written before the count says so; the
-  // workgroup that brings the count to `used` merges (as attention_combine).
-  memoryBarrierBuffer();
-  barrier();
-  if (tid == 0u) last_ = atomicAdd(fold_count_[t * NUM_KV_HEADS + g], 1u) == used - 1u ? 1u : 0u;
-  barrier();
-  if (last_ == 0u) return;
-  memoryBarrierBuffer();
-  for (uint o = tid; o < GROUP * HEAD_DIM; o += WG) {
-    const uint h = h0 + o / HEAD_DIM;
-    const uint base = FOLD_COUNTS + (t * NUM_HEADS + h) * pc.splits * (HEAD_DIM + 2u);
-    arena[pc.out0 + (t * NUM_HEADS + h) * HEAD_DIM + o % HEAD_DIM] = merge_splits(base, used, o % HEAD_DIM);
-  }
-  if (tid == 0u) fold_count_[t * NUM_KV_HEADS + g] = 0u;  // for the next layer's dispatch
-#endif
 }

@@ -81,7 +81,6 @@ class VulkanExecutor final : public Executor {
     VkPipeline tiled_pipeline = VK_NULL_HANDLE;   // where planned.tiled_kernel is set
     // planned.prefill_kernel where the device and the artifact have it.
     VkPipeline prefill_attention_pipeline = VK_NULL_HANDLE;
-    VkPipeline fold_pipeline = VK_NULL_HANDLE;  // planned.fold_kernel, where split steps fold the combine
     // The prefill variant tiled_pipeline runs: its tile and its profile label.
     int64_t tiled_tokens = 1, tiled_columns = 1;
     const char* tiled_label = " (tiled)";
@@ -147,9 +146,6 @@ class VulkanExecutor final : public Executor {
   std::vector<Dispatch> dispatches_;
   std::vector<std::vector<bool>> logit_rows_;  // [launch][bucket]
   int64_t num_pages_ = 0, n_vocab_ = 0, max_token_ = 0;
-  // Split steps merge attention's partials in the attention dispatch
-  // (paged_attention's FOLD) instead of attention_combine's.
-  bool fold_combine_ = false;
   int64_t kv_half_floats_ = 0;
   // A GPU needs many workgroups per decode step; a CPU device (lavapipe) has
   // a few threads and pays for every workgroup.
@@ -382,15 +378,6 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
   // KILN_VULKAN_PREFILL_ATTENTION=0 keeps a workgroup per token.
   const char* prefill_env = std::getenv("KILN_VULKAN_PREFILL_ATTENTION");
   const bool prefill_attention = prefill_env == nullptr || std::string_view(prefill_env) != "0";
-  // The combine folded into attention where the artifact has every layer's
-  // fold instance; KILN_VULKAN_FOLD_COMBINE=0 keeps attention_combine.
-  const char* fold_env = std::getenv("KILN_VULKAN_FOLD_COMBINE");
-  fold_combine_ = fold_env == nullptr || std::string_view(fold_env) != "0";
-  for (const Dispatch& d : dispatches_) {
-    if (d.planned.uses_partials && !d.planned.only_when_split) {
-      fold_combine_ = fold_combine_ && d.planned.fold_kernel && module_keys_.count(d.planned.fold_kernel->Key()) > 0;
-    }
-  }
   for (Dispatch& d : dispatches_) {
     absl::StatusOr<VkPipeline> p = pipeline_for(d.planned.kernel);
     if (!p.ok()) return p.status();
@@ -435,11 +422,6 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
       absl::StatusOr<VkPipeline> prefill = pipeline_for(*d.planned.prefill_kernel);
       if (!prefill.ok()) return prefill.status();
       d.prefill_attention_pipeline = *prefill;
-    }
-    if (fold_combine_ && d.planned.fold_kernel) {
-      absl::StatusOr<VkPipeline> fold = pipeline_for(*d.planned.fold_kernel);
-      if (!fold.ok()) return fold.status();
-      d.fold_pipeline = *fold;
     }
   }
   return absl::OkStatus();
@@ -592,7 +574,7 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
   const int64_t splits = AttentionSplits(B, max_attention_splits_);
   for (const Dispatch& d : dispatches_) {
     const PlannedDispatch& p = d.planned;
-    if (p.only_when_split && (splits == 1 || fold_combine_)) continue;
+    if (p.only_when_split && splits == 1) continue;
     if (d.role == (greedy ? Role::kCopyLogits : Role::kGreedyIds)) continue;
     const PlanLaunch* l = d.launch < plan_.launches.size() ? &plan_.launches[d.launch] : nullptr;
     std::vector<Access> reads, writes;
@@ -651,11 +633,10 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
     // Attention over one split of a prefill-sized step: query tiles.
     const bool prefill_attention =
         d.prefill_attention_pipeline != VK_NULL_HANDLE && splits == 1 && B >= p.prefill_tokens_per_group;
-    const VkPipeline pipeline = decode_variant                                  ? d.decode_pipeline
-                                : tiled_variant                                 ? d.tiled_pipeline
-                                : prefill_attention                             ? d.prefill_attention_pipeline
-                                : splits > 1 && d.fold_pipeline != VK_NULL_HANDLE ? d.fold_pipeline
-                                                                                : d.pipeline;
+    const VkPipeline pipeline = decode_variant      ? d.decode_pipeline
+                                : tiled_variant     ? d.tiled_pipeline
+                                : prefill_attention ? d.prefill_attention_pipeline
+                                                    : d.pipeline;
     if (((tiled_variant && d.tiled_reads_16_bytes) || (decode_variant && d.decode_reads_16_bytes)) && pc.in0 % 4 != 0) {
       // kiln's plans align every buffer to 256 bytes; another plan gets an
       // error, not activations read from the wrong place.
@@ -832,16 +813,13 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   absl::StatusOr<Buffer> kv = dev_.CreateBuffer(2 * plan_.pool.layers * kv_half_floats_ * 4, false, "KV pages");
   if (!kv.ok()) return kv.status();
   kv_ = *kv;
-  // Split-K attention partials: the most any bucket's attention writes, after
-  // the fold's counts (64 x KV heads words: split steps have under 64 tokens).
-  int64_t partial_floats = 64 * plan_.pool.kv_heads + 1;
+  // Split-K attention partials: the most any bucket's attention writes.
+  int64_t partial_floats = 1;
   for (const Dispatch& d : dispatches_) {
     if (!d.planned.uses_partials || d.planned.only_when_split) continue;
     for (int64_t b : plan_.buckets) {
       const int64_t s = AttentionSplits(b, max_attention_splits_);
-      if (s > 1) {
-        partial_floats = std::max(partial_floats, 64 * plan_.pool.kv_heads + b * d.planned.shape.heads * s * (plan_.pool.head_dim + 2));
-      }
+      if (s > 1) partial_floats = std::max(partial_floats, b * d.planned.shape.heads * s * (plan_.pool.head_dim + 2));
     }
   }
   absl::StatusOr<Buffer> partials = dev_.CreateBuffer(partial_floats * 4, false, "attention partials");
@@ -879,7 +857,6 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   if (absl::Status s = dev_.RunOnce([&](VkCommandBuffer cb) {
         dev_.api().vkCmdFillBuffer(cb, kv_.buffer, 0, VK_WHOLE_SIZE, 0);
         dev_.api().vkCmdFillBuffer(cb, arena_.buffer, 0, VK_WHOLE_SIZE, 0);
-        dev_.api().vkCmdFillBuffer(cb, partials_.buffer, 0, VK_WHOLE_SIZE, 0);  // the fold's counts
       });
       !s.ok()) {
     return s;

@@ -114,9 +114,6 @@ struct PlannedDispatch {
   // one split and at least that many tokens, on devices whose subgroup
   // shuffles reach prefill_lanes lanes.
   std::optional<KernelInstance> prefill_kernel;
-  // paged_attention with FOLD: split steps merge their partials in the
-  // attention dispatch, and the only_when_split combine after it is skipped.
-  std::optional<KernelInstance> fold_kernel;
   int64_t prefill_tokens_per_group = 1;
   int64_t prefill_lanes = 1;
 };

@@ -607,9 +607,8 @@ TEST(VulkanKernels, PrefillAttentionOnQueryTiles) {
 }
 
 // Decode over a long context: attention splits its positions over several
-// workgroups (split-K) and the last of them to finish merges them (FOLD), or
-// with KILN_VULKAN_FOLD_COMBINE=0 attention_combine does; a 100-token
-// prefill runs unsplit in the large bucket first.
+// workgroups (split-K) and a combine merges them; a 100-token prefill runs
+// unsplit in the large bucket first.
 TEST(VulkanKernels, PagedAttentionSplitKDecodeOverALongContext) {
   TestPlan tp({1, 2, 128});
   tp.SetPool(1, 2, 16, 16, 256);
@@ -619,28 +618,7 @@ TEST(VulkanKernels, PagedAttentionSplitKDecodeOverALongContext) {
                                         MakeBatch({{100, 1, 0}}, 8, vocab, tp.rng()),
                                         MakeBatch({{101, 1, 0}, {0, 1, 1}}, 8, vocab, tp.rng()),
                                         MakeBatch({{102, 1, 0}}, 8, vocab, tp.rng())};
-  ExpectSameOutputs(tp, out, qw, steps, 16, "split-K attention, merged by its last split");
-  setenv("KILN_VULKAN_FOLD_COMBINE", "0", 1);
-  ExpectSameOutputs(tp, out, qw, steps, 16, "split-K attention, merged by attention_combine");
-  unsetenv("KILN_VULKAN_FOLD_COMBINE");
-
-  // Which dispatches a split decode step runs, with and without the fold.
-  for (const bool fold : {true, false}) {
-    if (!fold) setenv("KILN_VULKAN_FOLD_COMBINE", "0", 1);
-    absl::StatusOr<Plan> plan = tp.Build(out, qw);
-    ASSERT_TRUE(plan.ok()) << plan.status();
-    std::string skip;
-    std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), 16, &skip);
-    unsetenv("KILN_VULKAN_FOLD_COMBINE");
-    if (!skip.empty()) GTEST_SKIP() << "no Vulkan: " << skip;
-    ASSERT_TRUE(gpu->Step(steps[0]).ok());
-    absl::StatusOr<std::vector<KernelTime>> times = gpu->ProfileStep(steps[1]);
-    if (absl::IsUnimplemented(times.status())) GTEST_SKIP() << times.status().message();
-    ASSERT_TRUE(times.ok()) << times.status();
-    int combines = 0;
-    for (const KernelTime& t : *times) combines += t.kernel == "attention_combine" ? 1 : 0;
-    EXPECT_EQ(combines, fold ? 0 : 1);
-  }
+  ExpectSameOutputs(tp, out, qw, steps, 16, "split-K attention");
 }
 
 }  // namespace
