@@ -72,13 +72,9 @@ uint sequence_of(uint t) {
 }
 
 // Positions each split of paged_attention takes of token position pos's
-// pos + 1 (split-K): an equal share rounded up to whole tiles of min_chunk
-// (a share of 33 would cost a tile step for 1 position), so short contexts
-// leave the later splits empty; attention_combine reads the splits the same
-// way.
-uint attention_chunk(uint pos, uint splits, uint min_chunk) {
-  return ((pos + splits) / splits + min_chunk - 1u) / min_chunk * min_chunk;
-}
+// pos + 1 (split-K): at least min_chunk, so short contexts leave the later
+// splits empty; attention_combine reads the splits the same way.
+uint attention_chunk(uint pos, uint splits, uint min_chunk) { return max((pos + splits) / splits, min_chunk); }
 
 // Weight storages (codegen sets WSTORAGE per weight slot to one of these).
 #define ST_F32 0
