@@ -86,11 +86,16 @@ TEST(VulkanBundle, EveryModulePassesSpirvVal) {
   // [16, 256]: the same instance) and once for the QKV, with the kernel
   // that makes the f16 copy for each storage but f16 (the QKV's q4_K is the
   // plain q4_K's); the rest once each (elementwise: four ops; attention
-  // also its query-tiled prefill variant).
-  EXPECT_EQ(modules->size(), 4 * (15u + 1) + 2 + 2 + 14 + 4 + 10);
-  int f16_rows = 0;
-  for (const vulkan::SpirvModule& m : *modules) f16_rows += absl::StrContains(m.constants, "F16W=1") ? 1 : 0;
+  // also its query-tiled prefill variant; argmax also as the greedy steps'
+  // last dispatch, TO_HOST).
+  EXPECT_EQ(modules->size(), 4 * (15u + 1) + 2 + 2 + 14 + 4 + 11);
+  int f16_rows = 0, to_host = 0;
+  for (const vulkan::SpirvModule& m : *modules) {
+    f16_rows += absl::StrContains(m.constants, "F16W=1") ? 1 : 0;
+    to_host += m.template_name == "argmax" && absl::StrContains(m.constants, "TO_HOST=1") ? 1 : 0;
+  }
   EXPECT_EQ(f16_rows, 2);
+  EXPECT_EQ(to_host, 1);
   const std::filesystem::path dir = ScratchDir("spirv_val");
   for (size_t i = 0; i < modules->size(); ++i) {
     const std::filesystem::path file = dir / absl::StrCat(i, ".spv");
