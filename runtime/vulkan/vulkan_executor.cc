@@ -773,6 +773,14 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   }
 
   if (absl::Status s = dev_.Open(options_.device); !s.ok()) return s;
+  // The greedy ids' argmax runs 1024 threads a row; a device that allows
+  // fewer a workgroup (Vulkan guarantees 128) reads the logits instead.
+  if (const VkPhysicalDeviceLimits& lim = dev_.props().limits;
+      dispatches_.back().role == Role::kGreedyIds &&
+      (lim.maxComputeWorkGroupInvocations < dispatches_.back().planned.kernel.workgroup_size ||
+       lim.maxComputeWorkGroupSize[0] < dispatches_.back().planned.kernel.workgroup_size)) {
+    dispatches_.pop_back();
+  }
   if (dev_.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
     if (options_.skip_cpu_devices) {
       return absl::UnavailableError(absl::StrCat("device ", options_.device, " (", dev_.props().deviceName,
