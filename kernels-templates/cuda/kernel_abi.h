@@ -104,8 +104,9 @@ constexpr int kActivationsInt8Threads = 1024, kActivationsInt8Batch = 4;
 // The tensor-core matmul reads its activations as f16, written (normalised
 // when the launch has a norm prologue) by activations_f16_kernel once per
 // launch instead of once per output tile.
-// activations_f16_kernel: elements per block (a multiple of 32); the grid
-// is (rows, ceil(k / kActivationsChunk)).
+// activations_f16_kernel: elements per block (a multiple of 32) where the
+// grid is (rows, ceil(k / kActivationsChunk)); any grid.y works (the blocks
+// of a row split it evenly).
 constexpr int kActivationsChunk = 1024;
 KILN_ABI_FN int ActivationsChunks(int k) { return (k + kActivationsChunk - 1) / kActivationsChunk; }
 

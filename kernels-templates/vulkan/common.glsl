@@ -44,6 +44,7 @@ layout(push_constant) uniform Params {
   uint kv_base;  // float offset of the layer's K half inside binding 6
   uint kv_half;  // floats from a K row to its V row
   uint splits;   // attention: workgroups that share one (token, head)
+  uint tokens_first;  // matmul_coopmat: token tiles fastest in the workgroup order
 } pc;
 
 // The step inputs' header (runtime/vulkan/vulkan_executor.cc writes the same layout).

@@ -19,7 +19,8 @@
 // BM = 32 * WG / 128, and F16W (every slot f16 and K a multiple of 8: the
 // weights staged as they are read, 16 bytes a copy, nothing decoded).
 // Launch shape: x = workgroups striding over the output columns BN at a time,
-// y = one per BM tokens of the bucket.
+// y = one per BM tokens of the bucket (renumbered so that y varies fastest
+// with pc.tokens_first).
 
 #if EPILOGUE == 1
 #define NACC 2
@@ -283,7 +284,14 @@ void stage_step(uint k0, uint n0) {
 
 void main() {
   const uint rows = launch_rows();
-  const uint t0 = gl_WorkGroupID.y * BM;
+  // pc.tokens_first: token tiles fastest, so that the workgroups in flight
+  // share the column tiles' weights through L2 instead of each token tile
+  // streaming every weight from DRAM again (the dispatch starts workgroups x
+  // first); the executor sets it where the grid is larger than the GPU holds.
+  const uint wg_id = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  const uint tile_t = pc.tokens_first != 0u ? wg_id % gl_NumWorkGroups.y : gl_WorkGroupID.y;
+  const uint tile_n = pc.tokens_first != 0u ? wg_id / gl_NumWorkGroups.y : gl_WorkGroupID.x;
+  const uint t0 = tile_t * BM;
   if (t0 >= rows) return;  // the same for the whole workgroup
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
 #if SPLIT
@@ -316,7 +324,7 @@ void main() {
   barrier();
 #endif
 
-  for (uint n0 = gl_WorkGroupID.x * BN; n0 < NCOLS; n0 += gl_NumWorkGroups.x * BN) {
+  for (uint n0 = tile_n * BN; n0 < NCOLS; n0 += gl_NumWorkGroups.x * BN) {
     // Named accumulators, not arrays: fragments in arrays indexed by loops
     // may live in local memory.
     FRAG_SUM g00 = FRAG_SUM(0.0), g01 = FRAG_SUM(0.0), g10 = FRAG_SUM(0.0), g11 = FRAG_SUM(0.0);

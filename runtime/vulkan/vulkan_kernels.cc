@@ -160,15 +160,18 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
     d.vector_weight = norm->name;
   }
   // The decode variant (matmul_decode.comp): R = 4 rows a subgroup (R = 1,
-  // 2 and two lane steps' loads at once measured slower on the H200,
-  // docs/perf/vulkan-h200.md), at most 4 workgroups an SM (2-16 measured
+  // 2 and two lane steps' loads at once measured slower on the H200 before
+  // the int8 staging, docs/perf/vulkan-h200.md), at most 4 workgroups an SM (2-16 measured
   // alike); the token's activations staged in at most 30 KB of shared memory
   // (lavapipe has 32, the H200's driver 48): f32 up to 7168 elements, f16
   // past that, 15360 at a time.
   constexpr int64_t kDecodeStagedF32 = 7168, kDecodeStagedF16 = 15360;
-  constexpr int64_t kDecodeWorkgroup = 256, kDecodeRows = 4, kDecodeGroupsPerUnit = 4;
+  constexpr int64_t kDecodeWorkgroup = 256, kDecodeGroupsPerUnit = 4;
+  // silu_mul's two weights: R = 2 (gate/up 32.5 -> 31.4 us a layer on the
+  // H200, session 20).
+  const int64_t decode_rows = epi == 1 ? 2 : 4;
   InstanceBuilder decode = b.Variant("matmul_decode", kDecodeWorkgroup);
-  decode.Int("R", kDecodeRows);
+  decode.Int("R", decode_rows);
   // q4_K on integer dot products: int8 codes, a scale per 32 and a sum per
   // 16 (22 KB for 16384 elements).
   constexpr int64_t kDecodeStagedInt8 = 16384;
@@ -202,7 +205,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   d.decode_max_bucket = kDecodeMaxBucket;
   // Rows a workgroup covers where subgroups are 32 wide (the kernel takes any
   // width: narrower ones cover more, wider ones take more rounds).
-  d.decode_columns_per_group = kDecodeRows * kDecodeWorkgroup / 32;
+  d.decode_columns_per_group = decode_rows * kDecodeWorkgroup / 32;
   d.decode_groups_per_unit = kDecodeGroupsPerUnit;
   d.tiled_kernel = tiled.Build();
   d.tiled_min_bucket = kTiledMinBucket;
