@@ -45,6 +45,7 @@ layout(push_constant) uniform Params {
   uint kv_half;  // floats from a K row to its V row
   uint splits;   // attention: workgroups that share one (token, head)
   uint tokens_first;  // matmul_coopmat: token tiles fastest in the workgroup order
+  uint row_rms;       // tiled matmuls with a norm: arena offset of each token's 1 / rms (row_rms.comp)
 } pc;
 
 // The step inputs' header (runtime/vulkan/vulkan_executor.cc writes the same layout).

@@ -293,7 +293,7 @@ void main() {
   const uint tile_n = pc.tokens_first != 0u ? wg_id / gl_NumWorkGroups.y : gl_WorkGroupID.x;
   const uint t0 = tile_t * BM;
   if (t0 >= rows) return;  // the same for the whole workgroup
-  const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint sg = gl_SubgroupID;
 #if SPLIT
   // Two rows of 32 tokens x (gate's 4, up's 4) subgroups of 32 columns.
   const uint sm = (sg / 8u) * 32u, sw = (sg % 8u) / 4u, sn = (sg % 4u) * 32u;
@@ -302,25 +302,8 @@ void main() {
 #endif
 
 #if HAS_NORM
-  // 1 / rms of the tile's tokens: a subgroup per token at a time, lanes along k.
-  for (uint t = sg; t < BM; t += WG / 32u) {
-    float s = 0.0;
-    if (t0 + t < rows) {
-#if K % 4 == 0
-      for (uint k4 = lane; k4 < K / 4u; k4 += 32u) {
-        const vec4 x = arena4[(pc.in0 + (t0 + t) * K) / 4u + k4];
-        s += dot(x, x);
-      }
-#else
-      for (uint k = lane; k < K; k += 32u) {
-        const float x = arena[pc.in0 + (t0 + t) * K + k];
-        s += x * x;
-      }
-#endif
-    }
-    s = subgroupAdd(s);
-    if (lane == 0u) inv_rms_[t] = inversesqrt(s / float(K) + EPS);
-  }
+  // 1 / rms of the tile's tokens, from the row_rms dispatch before.
+  for (uint t = gl_LocalInvocationID.x; t < BM; t += WG) inv_rms_[t] = t0 + t < rows ? arena[pc.row_rms + t0 + t] : 0.0;
   barrier();
 #endif
 

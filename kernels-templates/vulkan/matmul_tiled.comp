@@ -37,7 +37,6 @@
 shared float xs_[BK][BM + 1];
 shared float ws_[NACC][BK][BN + 1];
 shared float inv_rms_[BM];
-shared float norm_partial_[WG];
 
 #include_matmul
 
@@ -49,25 +48,9 @@ void main() {
   const uint tx = tid % TX, ty = tid / TX;
 
 #if HAS_NORM
-  // 1 / rms of each of the tile's tokens: WG / BM threads per token.
-  {
-    const uint per = WG / BM, t = tid / per, part = tid % per;
-    float s = 0.0;
-    if (t0 + t < rows) {
-      for (uint k = part; k < K; k += per) {
-        const float x = arena[pc.in0 + (t0 + t) * K + k];
-        s += x * x;
-      }
-    }
-    norm_partial_[tid] = s;
-    barrier();
-    if (part == 0u) {
-      float total = 0.0;
-      for (uint i = 0u; i < per; ++i) total += norm_partial_[tid + i];
-      inv_rms_[t] = inversesqrt(total / float(K) + EPS);
-    }
-    barrier();
-  }
+  // 1 / rms of the tile's tokens, from the row_rms dispatch before.
+  for (uint t = tid; t < BM; t += WG) inv_rms_[t] = t0 + t < rows ? arena[pc.row_rms + t0 + t] : 0.0;
+  barrier();
 #endif
 
   for (uint n0 = gl_WorkGroupID.x * BN; n0 < NCOLS; n0 += gl_NumWorkGroups.x * BN) {

@@ -38,6 +38,7 @@ struct PushConstants {
   uint32_t in0 = 0, in1 = 0, out0 = 0, out1 = 0, out2 = 0, rows_are_logit_rows = 0, kv_base = 0, kv_half = 0;
   uint32_t splits = 1;
   uint32_t tokens_first = 0;
+  uint32_t row_rms = 0;
 };
 
 
@@ -113,6 +114,8 @@ class VulkanExecutor final : public Executor {
   // Submits `cb` and waits for it.
   absl::Status SubmitAndWait(VkCommandBuffer cb);
   int64_t ArenaFloats(const std::string& role, const PlanLaunch* l, size_t bucket) const;
+  // Where kRowRmsRole lies: past the plan's arena, 256-byte aligned.
+  int64_t RowRmsFloats() const { return (plan_.arena_bytes.back() + 255) / 256 * 64; }
 
   Plan plan_;
   VulkanExecutorOptions options_;
@@ -529,6 +532,7 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
 
 int64_t VulkanExecutor::ArenaFloats(const std::string& role, const PlanLaunch* l, size_t bucket) const {
   if (l == nullptr) return plan_.results.front().arena[bucket] / 4;  // copy_logits: the plan's result
+  if (role == kRowRmsRole) return RowRmsFloats();
   const PlanBinding* b = l->Find(role);
   return b->arena[bucket] / 4;
 }
@@ -576,6 +580,7 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
   for (const Dispatch& d : dispatches_) {
     const PlannedDispatch& p = d.planned;
     if (p.only_when_split && splits == 1) continue;
+    if (p.only_when_tiled && B < p.tiled_min_bucket) continue;
     if (d.role == (greedy ? Role::kCopyLogits : Role::kGreedyIds)) continue;
     const PlanLaunch* l = d.launch < plan_.launches.size() ? &plan_.launches[d.launch] : nullptr;
     std::vector<Access> reads, writes;
@@ -597,6 +602,11 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
       const int64_t at = ArenaFloats(p.outputs[i].role, l, bucket);
       *out[i] = static_cast<uint32_t>(at);
       writes.push_back({0, at * 4, (at + B * p.outputs[i].width) * 4});
+    }
+    if (p.reads_row_rms) {
+      const int64_t at = RowRmsFloats();
+      pc.row_rms = static_cast<uint32_t>(at);
+      reads.push_back({0, at * 4, (at + B) * 4});
     }
     if (p.layer >= 0) {
       const int64_t start = p.layer * layer_floats * 4;
@@ -802,7 +812,9 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   KILN_VK_CHECK(dev_.api().vkCreateFence(dev_.device(), &fci, nullptr, &fence_), "vkCreateFence");
   if (absl::Status s = UploadWeights(weights); !s.ok()) return s;
-  absl::StatusOr<Buffer> arena = dev_.CreateBuffer(plan_.arena_bytes.back(), false, "arena");
+  // The plan's arena, then the row_rms dispatches' 1 / rms per token.
+  const int64_t arena_bytes = (RowRmsFloats() + plan_.buckets.back()) * 4;
+  absl::StatusOr<Buffer> arena = dev_.CreateBuffer(arena_bytes, false, "arena");
   if (!arena.ok()) return arena.status();
   arena_ = *arena;
 
@@ -822,11 +834,11 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   }
   kv_half_floats_ = num_pages_ * page_floats;
   if (static_cast<uint64_t>(2 * kv_half_floats_ * 4) + dev_.storage_align() > range ||
-      static_cast<uint64_t>(plan_.arena_bytes.back()) > range) {
+      static_cast<uint64_t>(arena_bytes) > range) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "vulkan: a layer's KV pages (%d bytes) or the arena (%d bytes) exceed the device's %d-byte storage buffer "
         "range; use fewer pages or smaller buckets",
-        2 * kv_half_floats_ * 4, plan_.arena_bytes.back(), range));
+        2 * kv_half_floats_ * 4, arena_bytes, range));
   }
   absl::StatusOr<Buffer> kv = dev_.CreateBuffer(2 * plan_.pool.layers * kv_half_floats_ * 4, false, "KV pages");
   if (!kv.ok()) return kv.status();

@@ -248,7 +248,25 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   d.shape.columns = columns;
   d.shape.tokens_per_group = kTokensPerGroup;
   d.shape.columns_per_group = kColumnsPerGroup;
-  return std::vector<PlannedDispatch>{d};
+  if (!norm) return std::vector<PlannedDispatch>{d};
+  // The tiled variants' 1 / rms per token, once per launch: each of their
+  // workgroups summed its 64 tokens' whole rows (1 MB from L2 for K = 4096),
+  // and gate/up's 896 workgroups in a 512-token step did so 112 times a
+  // token. A subgroup a token, as they did (the same sums, in the same order).
+  static_assert(kDecodeMaxBucket < kTiledMinBucket, "row_rms runs where the tiled variant does");
+  constexpr int64_t kRowRmsWorkgroup = 256;
+  PlannedDispatch rms;
+  InstanceBuilder rb("row_rms", kRowRmsWorkgroup);
+  rb.Int("K", k).Float("EPS", *l.Float("eps"));
+  rms.kernel = rb.Build();
+  rms.inputs[0] = {"input", k};
+  rms.outputs[0] = {kRowRmsRole, 1};
+  rms.shape.kind = LaunchShape::Kind::kStride;
+  rms.shape.items_per_token = 32;
+  rms.only_when_tiled = true;
+  rms.tiled_min_bucket = kTiledMinBucket;
+  d.reads_row_rms = true;
+  return std::vector<PlannedDispatch>{rms, d};
 }
 
 absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {

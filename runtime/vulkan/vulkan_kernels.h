@@ -57,6 +57,11 @@ struct LaunchShape {
   static constexpr int64_t kMaxStrideGroups = 1024;
 };
 
+// The arena operand role of the per-token 1 / rms that a row_rms dispatch
+// writes for the normed matmul after it: a region past the plan's arena,
+// which the executor adds (one float a token of the largest bucket).
+inline constexpr char kRowRmsRole[] = "@row_rms";
+
 // An arena operand: the launch's binding role and its width in floats per row.
 struct ArenaOperand {
   std::string role;
@@ -78,6 +83,13 @@ struct PlannedDispatch {
   // is AttentionSplits(B, ...); a combine runs only where that is above 1.
   bool uses_partials = false;
   bool only_when_split = false;
+  // row_rms.comp: runs only in buckets of at least tiled_min_bucket tokens,
+  // where the normed matmul after it runs a tiled variant (which reads its
+  // 1 / rms per token instead of every workgroup summing its tokens' rows).
+  bool only_when_tiled = false;
+  // matmul with a norm: its tiled variants read each token's 1 / rms at
+  // push constant row_rms (kRowRmsRole); the other variants sum themselves.
+  bool reads_row_rms = false;
   // matmul: a variant for buckets of at most decode_max_bucket tokens, one
   // token per workgroup row (decode leaves the prefill variant's token tile
   // mostly empty), decode_columns_per_group columns per workgroup.

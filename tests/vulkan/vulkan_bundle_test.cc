@@ -78,7 +78,7 @@ TEST(VulkanBundle, EveryModulePassesSpirvVal) {
   for (const vulkan::SpirvModule& m : *modules) templates.insert(m.template_name);
   EXPECT_EQ(templates, (std::set<std::string>{"argmax", "attention_combine", "copy_logits", "dequant_f16", "elementwise", "embedding", "gather_rows",
                                               "kv_append", "matmul", "matmul_coopmat", "matmul_decode", "matmul_tiled", "paged_attention",
-                                              "paged_attention_prefill", "rms_norm", "rope"}));
+                                              "paged_attention_prefill", "rms_norm", "rope", "row_rms"}));
   // 15 storages of the plain matmul and the fused QKV, each a decode, a
   // small-bucket, a tiled prefill and a tensor-core prefill variant, the
   // two q4_K ones also a decode on integer dot products; the tensor-core
@@ -87,8 +87,8 @@ TEST(VulkanBundle, EveryModulePassesSpirvVal) {
   // that makes the f16 copy for each storage but f16 (the QKV's q4_K is the
   // plain q4_K's); the rest once each (elementwise: four ops; attention
   // also its query-tiled prefill variant; argmax also as the greedy steps'
-  // last dispatch, TO_HOST).
-  EXPECT_EQ(modules->size(), 4 * (15u + 1) + 2 + 2 + 14 + 4 + 11);
+  // last dispatch, TO_HOST; row_rms before the normed QKV's tiled variants).
+  EXPECT_EQ(modules->size(), 4 * (15u + 1) + 2 + 2 + 14 + 4 + 12);
   int f16_rows = 0, to_host = 0;
   for (const vulkan::SpirvModule& m : *modules) {
     f16_rows += absl::StrContains(m.constants, "F16W=1") ? 1 : 0;
