@@ -277,6 +277,9 @@ struct GatherRowsParams {
   int max_rows;
 };
 
+// argmax_kernel: threads a block (one block per row).
+constexpr int kArgmaxThreads = 1024;
+
 struct ArgmaxParams {
   const float* x;
   int* y;

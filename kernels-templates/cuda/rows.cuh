@@ -77,18 +77,34 @@ __global__ void __launch_bounds__(256) gather_rows_kernel(GatherRowsParams p) {
   for (int i = threadIdx.x; i < p.width; i += blockDim.x) y[i] = x[i];
 }
 
-// One block per row; ties keep the first index, as the CPU does.
-__global__ void __launch_bounds__(256) argmax_kernel(ArgmaxParams p) {
+// One block of kArgmaxThreads per row; ties keep the first index, as the
+// CPU does. 16-byte loads, four in flight a thread: with 256 threads and one
+// load at a time a 128256-logit row took 190 us on the H200, 7% of a decode step.
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(ArgmaxParams p) {
   const int t = blockIdx.x;
   if (t >= *p.rows) return;
   const float* x = p.x + static_cast<long long>(t) * p.width;
   float best = -__int_as_float(0x7f800000);
   int index = 0x7fffffff;
-  for (int i = threadIdx.x; i < p.width; i += blockDim.x) {
-    if (x[i] > best) {
-      best = x[i];
+  // Each thread's elements in increasing order, so `>` keeps its first maximum.
+  auto take = [&](float v, int i) {
+    if (v > best) {
+      best = v;
       index = i;
     }
+  };
+  if (p.width % 4 == 0 && (reinterpret_cast<unsigned long long>(x) & 15) == 0) {
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+#pragma unroll 4
+    for (int i = threadIdx.x; i < p.width / 4; i += blockDim.x) {
+      const float4 v = x4[i];
+      take(v.x, 4 * i);
+      take(v.y, 4 * i + 1);
+      take(v.z, 4 * i + 2);
+      take(v.w, 4 * i + 3);
+    }
+  } else {
+    for (int i = threadIdx.x; i < p.width; i += blockDim.x) take(x[i], i);
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
@@ -99,8 +115,8 @@ __global__ void __launch_bounds__(256) argmax_kernel(ArgmaxParams p) {
       index = oi;
     }
   }
-  __shared__ float wb[8];
-  __shared__ int wi[8];
+  __shared__ float wb[kArgmaxThreads / 32];
+  __shared__ int wi[kArgmaxThreads / 32];
   if (threadIdx.x % 32 == 0) {
     wb[threadIdx.x / 32] = best;
     wi[threadIdx.x / 32] = index;

@@ -1001,7 +1001,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         ap.width = static_cast<int>(*width);
         ap.rows = rows;
         ap.max_rows = max_rows;
-        if (absl::Status s = launch(rc.functions[0], max_rows, 1, 256, 0, &ap); !s.ok()) return s;
+        if (absl::Status s = launch(rc.functions[0], max_rows, 1, kArgmaxThreads, 0, &ap); !s.ok()) return s;
         break;
       }
       case KernelKind::kRope: {
@@ -1180,7 +1180,7 @@ absl::StatusOr<std::span<const int32_t>> CudaExecutor::StepGreedy(const StepBatc
   ap.rows = reinterpret_cast<const int*>(inputs_ + (layout_.counts + 2) * sizeof(int32_t));  // R
   ap.max_rows = static_cast<int>(R);
   void* args[] = {&ap};
-  KILN_CU(api, api.cuLaunchKernel(argmax_, static_cast<unsigned>(R), 1, 1, 256, 1, 1, 0, stream_, args, nullptr));
+  KILN_CU(api, api.cuLaunchKernel(argmax_, static_cast<unsigned>(R), 1, 1, kArgmaxThreads, 1, 1, 0, stream_, args, nullptr));
   // The pinned logits buffer (R x n_vocab floats) has room for the R ids.
   int32_t* ids = reinterpret_cast<int32_t*>(host_logits_);
   KILN_CU(api, api.cuMemcpyDtoHAsync(ids, greedy_ids_, R * sizeof(int32_t), stream_));
