@@ -548,6 +548,23 @@ TEST_F(CudaKernels, RowOpsGatherAndArgmax) {
           1e-5);
 }
 
+// Rows of a 2-bit table repeat their maximum (4 levels a group of 64):
+// argmax keeps the first, as the CPU does, on its 16-byte loads (4160: more
+// than one pass of the block's 1024 threads; 1088: less).
+TEST_F(CudaKernels, ArgmaxKeepsTheFirstOfEqualMaxima) {
+  for (int64_t width : {4160, 1088}) {
+    SCOPED_TRACE(width);
+    SingleOpPlan b({1, 4, 16}, PlanPagePool{1, 1, 8, 16, 64}, 29);
+    b.Weight("table", "int2:g64", {50, width}, 1.0f);
+    const int64_t e = b.Region(width), r = b.Region(1);
+    b.Launch("embedding.q", {b.WeightBinding("table", "table"), b.InputBinding("tokens", "tokens"), b.Arena("result", e)},
+             absl::StrCat(R"({"vocab": 50, "width": )", width, "}"));
+    b.Launch("argmax", {b.Arena("input", e), b.Arena("result", r)}, absl::StrCat(R"({"width": )", width, "}"));
+    Compare(b, {{e, width, "embedding"}, {r, 1, "argmax", true}}, {Rows(1, 1), Rows(3, 2), Rows(16, 3)}, 1e-6);
+    if (HasFatalFailure()) return;
+  }
+}
+
 struct AttentionCase {
   int64_t head_dim;
   const char* rope;  // "", "interleaved", "half"
