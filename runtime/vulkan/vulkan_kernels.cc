@@ -152,11 +152,13 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   }
   b.Int("Q4K_LANES", all_q4k ? 1 : 0);
   PlannedDispatch d;
+  double eps = 0;
   if (norm) {
-    absl::StatusOr<double> eps = l.Float("eps");
-    if (!eps.ok()) return eps.status();
+    absl::StatusOr<double> e = l.Float("eps");
+    if (!e.ok()) return e.status();
     if (Cols(*norm) != k) return Unsupported(l, "norm gain width differs from the weights'");
-    b.Float("EPS", *eps);
+    eps = *e;
+    b.Float("EPS", eps);
     d.vector_weight = norm->name;
   }
   // The decode variant (matmul_decode.comp): R = 4 rows a subgroup (R = 1,
@@ -257,7 +259,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   constexpr int64_t kRowRmsWorkgroup = 256;
   PlannedDispatch rms;
   InstanceBuilder rb("row_rms", kRowRmsWorkgroup);
-  rb.Int("K", k).Float("EPS", *l.Float("eps"));
+  rb.Int("K", k).Float("EPS", eps);
   rms.kernel = rb.Build();
   rms.inputs[0] = {"input", k};
   rms.outputs[0] = {kRowRmsRole, 1};
