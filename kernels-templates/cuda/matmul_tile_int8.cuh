@@ -175,23 +175,17 @@ __device__ __forceinline__ TileInt8Scales UnpackTileInt8Scales(const uint4& h) {
   return s;
 }
 
-// grid (ceil(bucket / (8 kTokenTiles)), ceil(total_n / (kTileInt8Rows
-// tile_row_tiles))), kTileInt8Warps warps. Each warp walks its units of K
+// A block's 8 kTokenTiles tokens from t0 (grid: see matmul_tile_int8_kernel;
+// y = ceil(total_n / (kTileInt8Rows tile_row_tiles))). Each warp walks its units of K
 // (u = slice, slice + slices, ...), one unit's loads at a time (keeping the
 // next unit's loads in flight during this one's MMAs, in registers, was
 // 2-3% slower for launches of one weight per row; gate and up's two have
 // no registers left).
 template <class S, int kEpilogue, int kTokenTiles>
-__global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kernel(MatmulParams p) {
+__device__ __forceinline__ void TileInt8Tokens(const MatmulParams& p, int rows, int t0) {
   static_assert(S::kBlockElems == 256 && S::kBlockBytes == 144, "q4_K only");
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
-  const int rows = *p.rows;
-  // Token tiles are the grid's x: the blocks of one set of weight rows run
-  // side by side, so a step of several tiles reads those rows from DRAM
-  // once and from L2 for the rest.
   constexpr int kT = kTokenTiles;
-  const int t0 = blockIdx.x * kTileInt8Tokens * kT;
-  if (t0 >= rows) return;
   const int groups = p.tile_row_tiles, slices = kTileInt8Warps / groups;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int slice = warp / groups;  // this warp's share of K: units slice, slice + slices, ...
@@ -319,6 +313,26 @@ __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kerne
   }
 
   AddWarpSlicesAndStore<kTileInt8Warps, kEpilogue, kT, kParts, true>(p, acc, n0, t0, rows, groups, kTileInt8Rows);
+}
+
+// grid (ceil(bucket / (8 kTokenTiles)), ceil(total_n / (kTileInt8Rows
+// tile_row_tiles))). Token tiles are the grid's x: the blocks of one set of
+// weight rows run side by side, so a step of several tiles reads those rows
+// from DRAM once and from L2 for the rest. kLogitRows: a larger bucket's
+// logit rows, blocks taking token blocks blockIdx.x, + gridDim.x, ... (as
+// in matmul_tile_tc_kernel).
+template <class S, int kEpilogue, int kTokenTiles, bool kLogitRows = false>
+__global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kernel(MatmulParams p) {
+  const int rows = *p.rows;
+  constexpr int kTokens = kTileInt8Tokens * kTokenTiles;
+  if constexpr (kLogitRows) {
+    for (int t0 = blockIdx.x * kTokens; t0 < rows; t0 += gridDim.x * kTokens) {
+      TileInt8Tokens<S, kEpilogue, kTokenTiles>(p, rows, t0);
+    }
+  } else {
+    const int t0 = blockIdx.x * kTokens;
+    if (t0 < rows) TileInt8Tokens<S, kEpilogue, kTokenTiles>(p, rows, t0);
+  }
 }
 
 }  // namespace kiln

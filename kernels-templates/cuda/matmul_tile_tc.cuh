@@ -195,14 +195,11 @@ __device__ __forceinline__ void TileSpan(const unsigned char* const (&wrow)[2 * 
   }
 }
 
-// grid (ceil(total_n / kTileTcRows), ceil(bucket / 8)), kTileTcWarps warps.
+// Tokens t0 .. t0 + 7 of the block's kTileTcRows outputs.
 template <class S, int kEpilogue>
-__global__ void __launch_bounds__(32 * kTileTcWarps, 2) matmul_tile_tc_kernel(MatmulParams p) {
+__device__ __forceinline__ void TileTcTokens(const MatmulParams& p, int rows, int t0) {
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   constexpr int kHalfRows = 2 * kTileTcTiles;  // this thread's rows: g and g + 8 of each 16-row tile
-  const int rows = *p.rows;
-  const int t0 = blockIdx.y * kTileTcTokens;
-  if (t0 >= rows) return;
   const int n0 = blockIdx.x * kTileTcRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
 
@@ -247,6 +244,25 @@ __global__ void __launch_bounds__(32 * kTileTcWarps, 2) matmul_tile_tc_kernel(Ma
   }
 
   AddWarpSlicesAndStore<kTileTcWarps, kEpilogue>(p, acc, n0, t0, rows);
+}
+
+// grid (ceil(total_n / kTileTcRows), ceil(bucket / 8)), kTileTcWarps
+// warps. kLogitRows: the logit rows of a larger bucket (usually one a
+// sequence), on a grid of one token tile whose blocks take tiles 0, 1, ...
+// in turn (sized by the bucket, the grid of a 512-token step's head was
+// 256k blocks, nearly all leaving at once); the loop is an instance of its
+// own because it spills registers of the buckets' instances.
+template <class S, int kEpilogue, bool kLogitRows = false>
+__global__ void __launch_bounds__(32 * kTileTcWarps, 2) matmul_tile_tc_kernel(MatmulParams p) {
+  const int rows = *p.rows;
+  if constexpr (kLogitRows) {
+    for (int t0 = blockIdx.y * kTileTcTokens; t0 < rows; t0 += gridDim.y * kTileTcTokens) {
+      TileTcTokens<S, kEpilogue>(p, rows, t0);
+    }
+  } else {
+    const int t0 = blockIdx.y * kTileTcTokens;
+    if (t0 < rows) TileTcTokens<S, kEpilogue>(p, rows, t0);
+  }
 }
 
 }  // namespace kiln

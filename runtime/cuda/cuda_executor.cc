@@ -798,6 +798,11 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         // Two-token buckets of q8_0 run like decode (matmul_kernel, tile 2:
         // no activation launches, the weights' loads shared by both tokens).
         const bool pair = max_rows == kMatmulPairTile && pair_tile_ && rc.functions[kMatmulPairSlot] != nullptr;
+        // A larger bucket's logit rows (usually one a sequence) on the tile
+        // kernels' looping instances, one token tile of blocks: a grid sized
+        // by the bucket was nearly all blocks that leave at once (256k for
+        // q8_0's head in a 512-token step).
+        const bool logits = max_rows >= kTensorCoreMinBucket && rows_are_logit_rows_[bucket][li];
         if (UsesF16Weights(c, li, bucket, mp.k)) {
           if (rc.functions[kDequantizeSlot] != nullptr) {
             // The weights' rows one after another in f16, decoded at load
@@ -862,14 +867,16 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           mp.x_i8_scales = ip.scales;
           launched = launch(rc.functions[kActivationsInt8Slot], max_rows, 1, kActivationsInt8Threads, 0, &ip);
           if (launched.ok()) {
-            const bool wide = tile_int8_wide_ && max_rows > kTileInt8Tokens;
+            const bool loop = logits && rc.functions[kMatmulTileInt8LogitsSlot] != nullptr;
+            const bool wide = !loop && tile_int8_wide_ && max_rows > kTileInt8Tokens;
             const int tokens = wide ? 2 * kTileInt8Tokens : kTileInt8Tokens;
-            const int token_blocks = (max_rows + tokens - 1) / tokens;
+            const int token_blocks = loop ? 1 : (max_rows + tokens - 1) / tokens;
             mp.tile_row_tiles = tile_int8_row_tiles_ > 0
                                     ? tile_int8_row_tiles_
                                     : TileInt8RowTiles(mp.total_n, token_blocks, context_->multiprocessors());
             const int block_rows = kTileInt8Rows * mp.tile_row_tiles;
-            launched = launch(rc.functions[wide ? kMatmulTileInt8WideSlot : kMatmulTileInt8Slot], token_blocks,
+            const int slot = loop ? kMatmulTileInt8LogitsSlot : wide ? kMatmulTileInt8WideSlot : kMatmulTileInt8Slot;
+            launched = launch(rc.functions[slot], token_blocks,
                               (mp.total_n + block_rows - 1) / block_rows, 32 * kTileInt8Warps, 0, &mp);
           }
         } else if (!pair && max_rows > 1 && rc.call.has_tile_tc() && mp.k % 32 == 0) {
@@ -882,8 +889,10 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           mp.x_sums = ap.sums;
           launched = launch(rc.functions[kActivationsSplitSlot], max_rows, ActivationsChunks(mp.k), 256, 0, &ap);
           if (launched.ok()) {
-            launched = launch(rc.functions[kMatmulTileTcSlot], (mp.total_n + kTileTcRowsPerBlock - 1) / kTileTcRowsPerBlock,
-                              (max_rows + kTileTcTokensPerBlock - 1) / kTileTcTokensPerBlock, 256, 0, &mp);
+            const bool loop = logits && rc.functions[kMatmulTileTcLogitsSlot] != nullptr;
+            launched = launch(rc.functions[loop ? kMatmulTileTcLogitsSlot : kMatmulTileTcSlot],
+                              (mp.total_n + kTileTcRowsPerBlock - 1) / kTileTcRowsPerBlock,
+                              loop ? 1 : (max_rows + kTileTcTokensPerBlock - 1) / kTileTcTokensPerBlock, 256, 0, &mp);
           }
         } else if (max_rows == 1 && stream_decode_ && rc.functions[kMatmulStreamSlot] != nullptr) {
           // One wave of blocks (as many as fit the SMs at once: shared

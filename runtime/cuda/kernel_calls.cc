@@ -40,6 +40,11 @@ KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, 
   if (HasTileTensorCoreKernel(storage_template)) {
     c.names[kActivationsSplitSlot] = absl::StrCat("kiln::activations_f16_kernel<", norm_arg, ", true>");
     c.names[kMatmulTileTcSlot] = absl::StrCat("kiln::matmul_tile_tc_kernel<", storage_template, ", ", epilogue, ">");
+    // The head (no epilogue) of larger buckets, over their logit rows.
+    if (epilogue == cuda_abi::kEpilogueNone) {
+      c.names[kMatmulTileTcLogitsSlot] =
+          absl::StrCat("kiln::matmul_tile_tc_kernel<", storage_template, ", ", epilogue, ", true>");
+    }
   }
   if (storage_template == "kiln::StorageQ4_K") {
     c.names[kQ4KTableSlot] = "kiln::q4k_scale_table_kernel";
@@ -47,6 +52,10 @@ KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, 
     c.names[kMatmulTileInt8Slot] = absl::StrCat("kiln::matmul_tile_int8_kernel<", storage_template, ", ", epilogue, ", 1>");
     c.names[kMatmulTileInt8WideSlot] =
         absl::StrCat("kiln::matmul_tile_int8_kernel<", storage_template, ", ", epilogue, ", 2>");
+    if (epilogue == cuda_abi::kEpilogueNone) {
+      c.names[kMatmulTileInt8LogitsSlot] =
+          absl::StrCat("kiln::matmul_tile_int8_kernel<", storage_template, ", ", epilogue, ", 1, true>");
+    }
   }
   // q8_0's decode lane takes int8 activations and it has no int8 tile
   // kernel: its two-token steps run like decode. (q4_K's took 3.38 ms a step

@@ -548,6 +548,32 @@ TEST_F(CudaKernels, RowOpsGatherAndArgmax) {
           1e-5);
 }
 
+// A large bucket's logit rows run on the tile kernels' looping instances
+// (a grid of one 8-token tile): more rows than a tile, every row of the
+// bucket, and one row; q8_0's head on f16 hi | lo, q4_K's on int8 codes.
+TEST_F(CudaKernels, LogitRowsOfALargeBucketPastOneTokenTile) {
+  SingleOpPlan b({1, 4, 16, 64}, PlanPagePool{1, 1, 8, 16, 64}, 31);
+  const int64_t x = b.Activation(256, 50);
+  b.Weight("gamma", "f32", {256});
+  b.Weight("head8", "q8_0", {45, 256}, 0.1f);
+  b.Weight("head4", "q4_k", {45, 256}, 0.1f);
+  const int64_t g = b.Region(256), r8 = b.Region(45), r4 = b.Region(45);
+  b.Launch("gather_rows", {b.Arena("input", x), b.InputBinding("rows", "logit_rows"), b.Arena("result", g)},
+           R"({"width": 256})");
+  b.Launch("fused_matmul.norm.q8_0",
+           {b.Arena("input", g), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "head8"), b.Arena("result0", r8)},
+           R"({"epilogue": "none", "eps": 1e-5})");
+  b.Launch("fused_matmul.norm.q4_k",
+           {b.Arena("input", g), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "head4"), b.Arena("result0", r4)},
+           R"({"epilogue": "none", "eps": 1e-5})");
+  std::vector<int32_t> twenty, all;
+  for (int32_t i = 0; i < 20; ++i) twenty.push_back((7 * i + 3) % 60);
+  for (int32_t i = 0; i < 64; ++i) all.push_back(63 - i);
+  const std::vector<StepBatch> steps = {Rows(60, 1, twenty), Rows(64, 2, all), Rows(40, 3, {39}), Rows(17, 4, {0, 16})};
+  Compare(b, {{r8, 45, "q8_0 head"}}, steps, 1e-5);
+  Compare(b, {{r4, 45, "q4_K head"}}, steps, kInt8ActivationsBound);
+}
+
 // Rows of a 2-bit table repeat their maximum (4 levels a group of 64):
 // argmax keeps the first, as the CPU does, on its 16-byte loads (4160: more
 // than one pass of the block's 1024 threads; 1088: less).
