@@ -6,19 +6,24 @@
 // read once for all of them) and one token; split-K (flash-decoding):
 // pc.splits workgroups share that (KV head, token), each a contiguous chunk
 // of the positions. The chunk goes TILE positions at a time in two phases:
-// the tile's GROUP x TILE scores (a thread per (position, head): the threads
-// of a position read the same K row), then an online softmax over the tile
-// by every thread for the VEC-wide slices of V it owns (a thread per (head,
-// slice): a tile's V rows are read whole by neighbouring threads). With one
-// split the workgroup writes the output; with more it writes (max, sum,
-// weighted V) to the partials (binding 0) and attention_combine merges them.
-// Splits past the positions (attention_chunk) return at once. (Merging in
-// the last split's workgroup instead of a combine dispatch measured slower
-// on the H200: docs/perf/vulkan-h200.md, session 19.)
+// the tile's GROUP x TILE scores, then an online softmax over the tile by
+// every thread for the VEC-wide slices of V it owns (a thread per (head,
+// slice): a tile's V rows are read whole by neighbouring threads). Scores: a
+// thread per (position, part of the row), PARTS = WG / TILE parts a row, each
+// thread loading its part (PER_PART slices) at once and dotting it with every
+// head's q; the parts add in shared memory. Each thread's loads are then one
+// round trip to memory (with a thread per (position, head) walking a whole
+// row, the 32 loads of a 128-dim row took ~8 us a layer on the H200:
+// docs/perf/vulkan-h200.md, session 21). With one split the workgroup writes
+// the output; with more it writes (max, sum, weighted V) to the partials
+// (binding 0) and attention_combine merges them. Splits past the positions
+// (attention_chunk) return at once. (Merging in the last split's workgroup
+// instead of a combine dispatch measured slower on the H200:
+// docs/perf/vulkan-h200.md, session 19.)
 // Decode steps get many splits (few tokens, long contexts), prefill one.
 // Constants: NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, PAGE_SIZE, SCALE, HAS_ROPE
 // (+ ROPE_DIMS, ROPE_STYLE), USES_PARTIALS, VEC (4 where HEAD_DIM is a
-// multiple of 4, else 1), TILE, WG.
+// multiple of 4, else 1), TILE, WG (a multiple of TILE).
 // Push constants: in0 q, out0, kv_base, kv_half, splits.
 // Launch shape: x = NUM_KV_HEADS, y = the bucket's tokens, z = splits.
 #if HAS_ROPE
@@ -30,8 +35,12 @@
 #define OUTS (GROUP * SLICES)
 #define PER_THREAD ((OUTS + WG - 1) / WG)
 #define BATCH 8
+#define PARTS (WG / TILE)
+#define PER_PART ((SLICES + PARTS - 1) / PARTS)
+#define K_BATCH (PER_PART < 16 ? PER_PART : 16)
 
 shared float q_[GROUP * HEAD_DIM];
+shared float part_[PARTS * GROUP * TILE];
 shared float score_[GROUP * TILE];
 shared uint row_[TILE];  // float offset of each tile position's K row
 
@@ -88,13 +97,33 @@ void main() {
   for (uint j0 = first; j0 < end; j0 += TILE) {
     const uint n = min(uint(TILE), end - j0);
     barrier();  // q_ is written; the previous tile's scores and rows are read
-    for (uint i = tid; i < n * GROUP; i += WG) {
-      const uint p = i / GROUP, head = i % GROUP, j = j0 + p;
+    // Part r of position p's K row: slices r PER_PART .. (all of a
+    // subgroup's threads take the same part, so their q reads are one
+    // address).
+    const uint part = tid / TILE, p = tid % TILE;
+    if (p < n) {
+      const uint j = j0 + p;
       const uint page = uint(io_at(IO_BLOCK_TABLES, table + j / PAGE_SIZE));
       const uint row = pc.kv_base + (page * PAGE_SIZE + j % PAGE_SIZE) * KV_W + kv_col;
-      if (head == 0u) row_[p] = row;
+      if (part == 0u) row_[p] = row;
+      float d[GROUP];
+      for (uint head = 0u; head < GROUP; ++head) d[head] = 0.0;
+      const uint c_end = min(part * PER_PART + PER_PART, uint(SLICES));
+      for (uint c0 = part * PER_PART; c0 < c_end; c0 += K_BATCH) {
+        VT k[K_BATCH];
+        for (uint b = 0u; b < K_BATCH; ++b) k[b] = kv_slice(row, min(c0 + b, c_end - 1u));
+        for (uint b = 0u; b < K_BATCH; ++b) {
+          if (c0 + b >= c_end) break;
+          for (uint head = 0u; head < GROUP; ++head) d[head] += VDOT(q_slice(head * HEAD_DIM + (c0 + b) * VEC), k[b]);
+        }
+      }
+      for (uint head = 0u; head < GROUP; ++head) part_[(part * GROUP + head) * TILE + p] = d[head];
+    }
+    barrier();
+    for (uint i = tid; i < n * GROUP; i += WG) {
+      const uint head = i / n, p = i % n;
       float d = 0.0;
-      for (uint c = 0u; c < SLICES; ++c) d += VDOT(q_slice(head * HEAD_DIM + c * VEC), kv_slice(row, c));
+      for (uint r = 0u; r < PARTS; ++r) d += part_[(r * GROUP + head) * TILE + p];
       score_[head * TILE + p] = d * SCALE;
     }
     barrier();
