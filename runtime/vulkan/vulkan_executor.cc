@@ -153,7 +153,7 @@ class VulkanExecutor final : public Executor {
   int64_t kv_half_floats_ = 0;
   // A GPU needs many workgroups per decode step; a CPU device (lavapipe) has
   // a few threads and pays for every workgroup.
-  int64_t max_attention_splits_ = 64;
+  int64_t max_attention_splits_ = kMaxAttentionSplits;
   int64_t io_offsets_[kIoHeaderInts] = {};
   int64_t pages_per_seq_capacity_ = 0;  // block-table entries per sequence the io buffer holds
   std::vector<float> logits_;
@@ -808,6 +808,13 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
                                                  "(--backend vulkan uses it anyway)"));
     }
     max_attention_splits_ = 4;
+  }
+  if (options_.max_attention_splits != 0) {
+    if (options_.max_attention_splits < 1 || options_.max_attention_splits > kMaxAttentionSplits) {
+      return absl::InvalidArgumentError(absl::StrCat("vulkan: attention splits must be 1 to ", kMaxAttentionSplits, ", not ",
+                                                     options_.max_attention_splits));
+    }
+    max_attention_splits_ = options_.max_attention_splits;
   }
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   KILN_VK_CHECK(dev_.api().vkCreateFence(dev_.device(), &fci, nullptr, &fence_), "vkCreateFence");

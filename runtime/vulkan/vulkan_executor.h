@@ -32,6 +32,10 @@ struct VulkanExecutorOptions {
   // `--backend auto`: a CPU implementation of Vulkan (lavapipe) is
   // Unavailable, since the CPU executor is faster than emulated dispatches.
   bool skip_cpu_devices = false;
+  // Attention's most splits of a decode step's context (1 to 64); 0: 64 on
+  // a GPU, 4 on a CPU implementation, which pays for every workgroup
+  // (tests set 64 there to cover the GPU's merge).
+  int64_t max_attention_splits = 0;
 };
 
 // Unavailable (with the reason) when there is no loader, no such device or

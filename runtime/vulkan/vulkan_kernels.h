@@ -134,6 +134,9 @@ struct PlannedDispatch {
 // `max_splits` for decode-sized steps (few tokens over long contexts would
 // leave a GPU idle), one for prefill-sized steps (their tokens fill it).
 int64_t AttentionSplits(int64_t bucket, int64_t max_splits);
+// The most splits an executor gives attention (attention_combine's shared
+// arrays hold this many).
+constexpr int64_t kMaxAttentionSplits = 64;
 
 // The dispatches of every launch, in plan order, or an error naming the
 // launch when kiln has no Vulkan kernel for it.

@@ -32,7 +32,7 @@ double Int8Tolerance(const std::string& storage) { return storage == "q4_K" ? kI
 // Runs `batches` on both executors; every step's outputs must agree.
 void ExpectSameOutputs(const TestPlan& tp, int64_t result_region, int64_t width, const std::vector<StepBatch>& batches,
                        int64_t num_pages, const std::string& what, double tolerance = kTolerance,
-                       double int8_tolerance = 0) {
+                       double int8_tolerance = 0, int64_t max_attention_splits = 0) {
   absl::StatusOr<Plan> plan = tp.Build(result_region, width);
   ASSERT_TRUE(plan.ok()) << plan.status();
   CpuExecutorOptions cpu_options;
@@ -40,7 +40,7 @@ void ExpectSameOutputs(const TestPlan& tp, int64_t result_region, int64_t width,
   absl::StatusOr<std::unique_ptr<CpuExecutor>> cpu = CpuExecutor::Create(*plan, tp.Source(), cpu_options);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   std::string skip;
-  std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), num_pages, &skip);
+  std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), num_pages, &skip, max_attention_splits);
   if (!skip.empty()) GTEST_SKIP() << "no Vulkan: " << skip;
   ASSERT_NE(gpu, nullptr);
   // q4_K decode on integer dot products quantises the activations to int8.
@@ -622,6 +622,23 @@ TEST(VulkanKernels, PagedAttentionSplitKDecodeOverALongContext) {
                                         MakeBatch({{101, 1, 0}, {0, 1, 1}}, 8, vocab, tp.rng()),
                                         MakeBatch({{102, 1, 0}}, 8, vocab, tp.rng())};
   ExpectSameOutputs(tp, out, qw, steps, 16, "split-K attention");
+}
+
+// A GPU's 64 splits (lavapipe runs 4 unless told) over a 700-position
+// context: 22 splits hold positions, so attention_combine merges more than
+// one batch of them; llama3's head shape, whose score phase splits each K
+// row in four parts.
+TEST(VulkanKernels, PagedAttentionDecodeOverManySplits) {
+  TestPlan tp({1, 2, 128});
+  tp.SetPool(1, 2, 128, 16, 768);
+  const int64_t vocab = 13, qw = 8 * 128;
+  const int64_t out = AddAttention(tp, 8, 2, 128, 16, "half", vocab);
+  std::vector<StepBatch> steps;
+  for (int32_t at = 0; at < 640; at += 128) steps.push_back(MakeBatch({{at, 128, 0}}, 48, vocab, tp.rng()));
+  steps.push_back(MakeBatch({{640, 60, 0}}, 48, vocab, tp.rng()));
+  steps.push_back(MakeBatch({{700, 1, 0}}, 48, vocab, tp.rng()));
+  steps.push_back(MakeBatch({{701, 2, 0}}, 48, vocab, tp.rng()));
+  ExpectSameOutputs(tp, out, qw, steps, 48, "attention over 64 splits", kTolerance, 0, 64);
 }
 
 }  // namespace

@@ -150,13 +150,14 @@ inline StepBatch MakeBatch(const std::vector<SeqStep>& seqs, int32_t pages_per_s
 // The Vulkan executor for `plan` (kernels compiled here), null when the
 // machine has no Vulkan device (the caller skips).
 inline std::unique_ptr<Executor> MakeVulkan(const Plan& plan, const WeightSource& weights, int64_t num_pages,
-                                            std::string* skip) {
+                                            std::string* skip, int64_t max_attention_splits = 0) {
   absl::StatusOr<std::vector<uint8_t>> bundle = codegen::spirv::GenerateVulkanKernels(plan);
   EXPECT_TRUE(bundle.ok()) << bundle.status();
   if (!bundle.ok()) return nullptr;
   vulkan::VulkanExecutorOptions options;
   options.num_pages = num_pages;
   options.poison_arena = true;
+  options.max_attention_splits = max_attention_splits;
   absl::StatusOr<std::unique_ptr<Executor>> ex = vulkan::CreateVulkanExecutor(plan, weights, *bundle, options);
   if (!ex.ok() && absl::IsUnavailable(ex.status())) {
     *skip = std::string(ex.status().message());
