@@ -110,3 +110,24 @@ vec4 byte_fields(uint word, uint shift, uint mask) {
               (word >> (shift + 24u)) & mask);
 }
 
+#if defined(USES_PARTIALS)
+// Output element c of one (token, head) from its first `used` split-K
+// partials at `base` (each HEAD_DIM + 2 floats: max m_s, sum l_s, weighted
+// V a_s), sum_s a_s[c] exp(m_s - M) / sum_s l_s exp(m_s - M), M = max_s m_s.
+// Two passes whose loads do not wait on each other's sums (a running
+// maximum made each split's loads wait on the previous split's: a chain of
+// `used` L2 round trips). Split 0 always has positions, so M is finite; an
+// empty split (m_s = -inf, l_s = 0) weighs 0.
+float merge_splits(uint base, uint used, uint c) {
+  float mx = uintBitsToFloat(0xFF800000u);  // -inf
+  for (uint s = 0u; s < used; ++s) mx = max(mx, partial_[base + s * (HEAD_DIM + 2u)]);
+  float sum = 0.0, v = 0.0;
+  for (uint s = 0u; s < used; ++s) {
+    const uint at = base + s * (HEAD_DIM + 2u);
+    const float w = exp(partial_[at] - mx);
+    sum += partial_[at + 1u] * w;
+    v += partial_[at + 2u + c] * w;
+  }
+  return v / sum;
+}
+#endif

@@ -366,17 +366,14 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
   d.uses_partials = true;
 
   PlannedDispatch combine;
-  // A workgroup of kCombineWg per (token, head).
-  constexpr int64_t kCombineWg = 64;
-  combine.kernel = InstanceBuilder("attention_combine", kCombineWg)
+  combine.kernel = InstanceBuilder("attention_combine", 64)
                        .Int("NUM_HEADS", *heads)
                        .Int("HEAD_DIM", *head_dim)
                        .Int("TILE", kAttentionTile)
                        .Int("USES_PARTIALS", 1)
-                       .Int("MAX_SPLITS", kMaxAttentionSplits)
                        .Build();
   combine.outputs[0] = {"result", q_w};
-  combine.shape.items_per_token = *heads * kCombineWg;
+  combine.shape.items_per_token = q_w;
   combine.uses_partials = true;
   combine.only_when_split = true;
   return std::vector<PlannedDispatch>{a, d, combine};

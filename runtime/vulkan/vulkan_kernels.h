@@ -134,8 +134,7 @@ struct PlannedDispatch {
 // `max_splits` for decode-sized steps (few tokens over long contexts would
 // leave a GPU idle), one for prefill-sized steps (their tokens fill it).
 int64_t AttentionSplits(int64_t bucket, int64_t max_splits);
-// The most splits an executor gives attention (attention_combine's shared
-// arrays hold this many).
+// The most splits an executor gives attention.
 constexpr int64_t kMaxAttentionSplits = 64;
 
 // The dispatches of every launch, in plan order, or an error naming the
