@@ -49,7 +49,9 @@ namespace kiln::cuda {
 // 14: matmul_tile_int8_kernel takes tile_row_tiles 16-row tiles a block;
 // attention_kernel appends the K/V rows of every step without prefill tiles
 // (AttentionParams::append; no kv_append launch there).
-constexpr uint32_t kBundleVersion = 14;
+// 15: the head's looping tile-kernel instances for a larger bucket's logit
+// rows (a 17th and an 18th matmul slot).
+constexpr uint32_t kBundleVersion = 15;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"
