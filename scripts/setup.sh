@@ -42,3 +42,8 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then
 else
   echo "setup: no CUDA toolkit at /usr/local/cuda: CUDA parts will be skipped"
 fi
+
+# A newer glslang/SPIRV-Tools for the workgroup-scope cooperative-matrix
+# kernels (Debian 12's cannot compile them): slang's libslang-glslang from
+# the slangpy wheel on PyPI (~92 MB download once), into ~/.cache/kiln/slang.
+python3 "$(dirname "$0")/glslang_next.py" --fetch || echo "setup: could not fetch libslang-glslang: Vulkan artifacts will lack the workgroup-scope tensor-core kernels"

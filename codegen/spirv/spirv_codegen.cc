@@ -1,5 +1,6 @@
 #include "codegen/spirv/spirv_codegen.h"
 
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "codegen/spirv/glslang_next.h"
 #include "codegen/spirv/spirv_templates.h"
 #include "codegen/template_dir.h"
 #include "glslang/Public/ResourceLimits.h"
@@ -164,6 +166,12 @@ absl::StatusOr<std::string> InstanceSource(const KernelInstance& k) {
     }
   }
   if (k.template_name == "paged_attention_prefill") src += "#extension GL_KHR_shader_subgroup_shuffle : require\n";
+  if (NeedsGlslangNext(k)) {
+    src += "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n"
+           "#extension GL_EXT_shader_16bit_storage : require\n#extension GL_KHR_memory_scope_semantics : require\n"
+           "#extension GL_KHR_cooperative_matrix : require\n#extension GL_NV_cooperative_matrix2 : require\n"
+           "#extension GL_EXT_control_flow_attributes : require\n";
+  }
   if (k.template_name == "matmul_coopmat") {
     src += "#extension GL_NV_cooperative_matrix : require\n#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n";
   }
@@ -182,9 +190,17 @@ absl::StatusOr<std::string> InstanceSource(const KernelInstance& k) {
   return src;
 }
 
+bool NeedsGlslangNext(const KernelInstance& k) { return k.template_name == "matmul_coopmat2"; }
+
 absl::StatusOr<std::vector<uint32_t>> CompileInstance(const KernelInstance& k) {
   absl::StatusOr<std::string> source = InstanceSource(k);
   if (!source.ok()) return source.status();
+  if (NeedsGlslangNext(k)) {
+    absl::StatusOr<std::vector<uint32_t>> words = CompileGlslNext(*source, k.template_name + ".comp");
+    if (!words.ok()) return InstanceError(k, std::string(words.status().message()));
+    if (absl::Status s = ValidateNext(*words); !s.ok()) return InstanceError(k, std::string(s.message()));
+    return words;
+  }
   absl::StatusOr<std::vector<uint32_t>> words = Glslang(k, *source);
   if (!words.ok()) return words.status();
   if (absl::Status s = Validate(k, *words, "from glslang"); !s.ok()) return s;
@@ -213,6 +229,12 @@ absl::StatusOr<std::vector<uint8_t>> GenerateVulkanKernels(const Plan& plan) {
       if (d.tiled_kernel) instances.emplace(d.tiled_kernel->Key(), *d.tiled_kernel);
       if (d.coopmat_kernel) instances.emplace(d.coopmat_kernel->Key(), *d.coopmat_kernel);
       if (d.coopmat_f16_kernel) instances.emplace(d.coopmat_f16_kernel->Key(), *d.coopmat_f16_kernel);
+      if (d.coopmat2_kernel) {
+        instances.emplace(d.coopmat2_kernel->Key(), *d.coopmat2_kernel);
+        instances.emplace(d.coopmat2_small_kernel->Key(), *d.coopmat2_small_kernel);
+        instances.emplace(d.activations_f16_kernel->Key(), *d.activations_f16_kernel);
+        if (d.silu_mul_kernel) instances.emplace(d.silu_mul_kernel->Key(), *d.silu_mul_kernel);
+      }
       for (const std::optional<KernelInstance>& copy : d.f16_copy_kernels) {
         if (copy) instances.emplace(copy->Key(), *copy);
       }
@@ -224,7 +246,17 @@ absl::StatusOr<std::vector<uint8_t>> GenerateVulkanKernels(const Plan& plan) {
     instances.emplace(own.kernel.Key(), own.kernel);
   }
   std::vector<vulkan::SpirvModule> modules;
+  const absl::Status next = GlslangNextAvailable();
+  bool noted = false;
   for (const auto& [key, k] : instances) {
+    if (NeedsGlslangNext(k) && !next.ok()) {
+      if (!noted) {
+        std::fprintf(stderr, "note: vulkan: workgroup-scope cooperative-matrix kernels left out: %s; prefill runs "
+                     "the subgroup-scope ones\n", std::string(next.message()).c_str());
+      }
+      noted = true;
+      continue;
+    }
     absl::StatusOr<std::vector<uint32_t>> words = CompileInstance(k);
     if (!words.ok()) return words.status();
     vulkan::SpirvModule m;

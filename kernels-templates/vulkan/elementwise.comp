@@ -4,6 +4,8 @@
 //   OP 1 mul:      out0 = in0 * in1
 //   OP 2 add:      out0 = in0 + in1
 //   OP 3 bias_add: out0 = in0 + bias[c]   (bias in binding 4)
+//   OP 4 silu_mul: out0 = in0 / (1 + exp(-in0)) * in1 (after a silu_mul
+//                  launch on matmul_coopmat2, which writes gate and up apart)
 // Element-wise, so out0 may alias an input.
 // Constants: OP, WIDTH, WG. Push constants: in0, in1, out0, rows_are_logit_rows.
 // Launch shape: x = workgroups striding over bucket * WIDTH elements.
@@ -17,6 +19,8 @@ void main() {
     arena[pc.out0 + i] = a * arena[pc.in1 + i];
 #elif OP == 2
     arena[pc.out0 + i] = a + arena[pc.in1 + i];
+#elif OP == 4
+    arena[pc.out0 + i] = a / (1.0 + exp(-a)) * arena[pc.in1 + i];
 #else
     arena[pc.out0 + i] = a + vec_[i % WIDTH];
 #endif

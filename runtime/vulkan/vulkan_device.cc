@@ -33,6 +33,30 @@ struct ProcessInstance {
   absl::Status status;
 };
 
+// VK_KHR_cooperative_matrix's and VK_NV_cooperative_matrix2's feature
+// structures, which Debian 12's Vulkan headers (1.3.239) predate.
+constexpr const char* kKhrCoopmatExtension = "VK_KHR_cooperative_matrix";
+constexpr const char* kCoopmat2Extension = "VK_NV_cooperative_matrix2";
+constexpr auto kKhrCoopmatFeaturesType = static_cast<VkStructureType>(1000506000);
+constexpr auto kCoopmat2FeaturesType = static_cast<VkStructureType>(1000593000);
+struct KhrCoopmatFeatures {
+  VkStructureType sType;
+  void* pNext = nullptr;
+  VkBool32 cooperativeMatrix = VK_FALSE;
+  VkBool32 cooperativeMatrixRobustBufferAccess = VK_FALSE;
+};
+struct Coopmat2Features {
+  VkStructureType sType;
+  void* pNext = nullptr;
+  VkBool32 cooperativeMatrixWorkgroupScope = VK_FALSE;
+  VkBool32 cooperativeMatrixFlexibleDimensions = VK_FALSE;
+  VkBool32 cooperativeMatrixReductions = VK_FALSE;
+  VkBool32 cooperativeMatrixConversions = VK_FALSE;
+  VkBool32 cooperativeMatrixPerElementOperations = VK_FALSE;
+  VkBool32 cooperativeMatrixTensorAddressing = VK_FALSE;
+  VkBool32 cooperativeMatrixBlockLoads = VK_FALSE;
+};
+
 const ProcessInstance& Instance() {
   static const ProcessInstance* const shared = [] {
     auto* p = new ProcessInstance;
@@ -40,12 +64,12 @@ const ProcessInstance& Instance() {
     if (!p->status.ok()) return p;
     VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
     app.pApplicationName = "kiln";
-    // 1.2 where the loader has it: the driver-properties query (for
-    // Describe) is 1.2; the kernels need only 1.1 (SPIR-V 1.3, subgroup
-    // arithmetic).
+    // The newest of 1.1-1.3 the loader has: the driver-properties query (for
+    // Describe) is 1.2, workgroup-scope cooperative matrices (SPIR-V 1.6)
+    // need 1.3; the kernels need only 1.1 (SPIR-V 1.3, subgroup arithmetic).
     uint32_t loader_version = VK_API_VERSION_1_0;
     if (p->api.vkEnumerateInstanceVersion != nullptr) p->api.vkEnumerateInstanceVersion(&loader_version);
-    app.apiVersion = p->api_version = loader_version >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1;
+    app.apiVersion = p->api_version = std::clamp<uint32_t>(loader_version, VK_API_VERSION_1_1, VK_API_VERSION_1_3);
     VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
     ici.pApplicationInfo = &app;
     if (VkResult r = p->api.vkCreateInstance(&ici, nullptr, &p->instance); r != VK_SUCCESS) {
@@ -100,9 +124,12 @@ absl::Status VulkanDevice::Open(int index) {
   std::vector<VkExtensionProperties> ext(extensions);
   if (extensions > 0) api_.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &extensions, ext.data());
   bool has_coopmat_extension = false, has_dot_extension = false, has_stats_extension = false;
+  bool has_khr_coopmat_extension = false, has_coopmat2_extension = false;
   for (const VkExtensionProperties& e : ext) {
     const std::string_view name(e.extensionName);
     has_coopmat_extension = has_coopmat_extension || name == VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+    has_khr_coopmat_extension = has_khr_coopmat_extension || name == kKhrCoopmatExtension;
+    has_coopmat2_extension = has_coopmat2_extension || name == kCoopmat2Extension;
     has_dot_extension = has_dot_extension || name == VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
     has_stats_extension = has_stats_extension || name == VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
     if (name != VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME) continue;
@@ -155,10 +182,34 @@ absl::Status VulkanDevice::Open(int index) {
                    props_.limits.maxComputeSharedMemorySize >= 48 * 1024 && subgroup.subgroupSize == 32 &&
                    props_.limits.maxComputeWorkGroupInvocations >= 512;
   }
+  // Workgroup-scope cooperative matrices with tensor addressing
+  // (VK_NV_cooperative_matrix2 over VK_KHR_cooperative_matrix): the matmul
+  // probe's kernel. They need Vulkan 1.3 (SPIR-V 1.6), 16-bit storage, f16
+  // arithmetic and the memory model.
+  KhrCoopmatFeatures khr_features{kKhrCoopmatFeaturesType};
+  Coopmat2Features coopmat2_features{kCoopmat2FeaturesType};
+  VkPhysicalDevice16BitStorageFeatures storage16_features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  if (has_khr_coopmat_extension && has_coopmat2_extension && props_.apiVersion >= VK_API_VERSION_1_3 &&
+      shared.api_version >= VK_API_VERSION_1_3 && !(coopmat_env != nullptr && std::string_view(coopmat_env) == "0")) {
+    f16_features = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+    model_features = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+    khr_features.pNext = &coopmat2_features;
+    coopmat2_features.pNext = &storage16_features;
+    storage16_features.pNext = &f16_features;
+    f16_features.pNext = &model_features;
+    VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    f2.pNext = &khr_features;
+    api_.vkGetPhysicalDeviceFeatures2(physical_, &f2);
+    has_coopmat2_ = khr_features.cooperativeMatrix && coopmat2_features.cooperativeMatrixWorkgroupScope &&
+                    coopmat2_features.cooperativeMatrixFlexibleDimensions &&
+                    coopmat2_features.cooperativeMatrixTensorAddressing && storage16_features.storageBuffer16BitAccess &&
+                    f16_features.shaderFloat16 && model_features.vulkanMemoryModel;
+  }
   description_ = has_driver_props ? absl::StrCat("vulkan (", props_.deviceName, ", ", driver.driverInfo, ")")
                                   : absl::StrCat("vulkan (", props_.deviceName, ")");
   if (has_coopmat_) absl::StrAppend(&description_, " with NV cooperative matrices");
   if (has_integer_dot_) absl::StrAppend(&description_, has_coopmat_ ? " and" : " with", " integer dot products");
+  if (has_coopmat2_) absl::StrAppend(&description_, " and workgroup-scope cooperative matrices");
   storage_align_ = std::max<VkDeviceSize>(256, props_.limits.minStorageBufferOffsetAlignment);
 
   uint32_t families = 0;
@@ -191,18 +242,37 @@ absl::Status VulkanDevice::Open(int index) {
     extensions_on.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
     features_on = &dot_features;
   }
-  if (has_coopmat_) {
-    coop_features = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
-    coop_features.cooperativeMatrix = VK_TRUE;
+  if (has_coopmat_ || has_coopmat2_) {
     f16_features = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
     f16_features.shaderFloat16 = VK_TRUE;
     model_features = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
     model_features.vulkanMemoryModel = VK_TRUE;
-    coop_features.pNext = &f16_features;
     f16_features.pNext = &model_features;
     model_features.pNext = const_cast<void*>(features_on);
+    features_on = &f16_features;
+  }
+  if (has_coopmat_) {
+    coop_features = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    coop_features.cooperativeMatrix = VK_TRUE;
+    coop_features.pNext = const_cast<void*>(features_on);
     extensions_on.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     features_on = &coop_features;
+  }
+  if (has_coopmat2_) {
+    khr_features = {kKhrCoopmatFeaturesType};
+    khr_features.cooperativeMatrix = VK_TRUE;
+    coopmat2_features = {kCoopmat2FeaturesType};
+    coopmat2_features.cooperativeMatrixWorkgroupScope = VK_TRUE;
+    coopmat2_features.cooperativeMatrixFlexibleDimensions = VK_TRUE;
+    coopmat2_features.cooperativeMatrixTensorAddressing = VK_TRUE;
+    storage16_features = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+    storage16_features.storageBuffer16BitAccess = VK_TRUE;
+    khr_features.pNext = &coopmat2_features;
+    coopmat2_features.pNext = &storage16_features;
+    storage16_features.pNext = const_cast<void*>(features_on);
+    extensions_on.push_back(kKhrCoopmatExtension);
+    extensions_on.push_back(kCoopmat2Extension);
+    features_on = &khr_features;
   }
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR stats_features{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};

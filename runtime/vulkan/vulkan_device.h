@@ -72,6 +72,9 @@ class VulkanDevice {
   // NV cooperative matrices (16 x 16 x 16, f16 in, f32 sums) enabled on the
   // device: matmul_coopmat.comp runs (KILN_VULKAN_COOPMAT=0 turns them off).
   bool has_coopmat() const { return has_coopmat_; }
+  // Workgroup-scope cooperative matrices with tensor addressing
+  // (VK_NV_cooperative_matrix2) enabled: the matmul probe runs on them.
+  bool has_coopmat2() const { return has_coopmat2_; }
   // Packed 4 x 8-bit integer dot products enabled on the device: q4_K decode
   // runs on them (KILN_VULKAN_INTEGER_DOT=0 turns them off).
   bool has_integer_dot() const { return has_integer_dot_; }
@@ -97,6 +100,7 @@ class VulkanDevice {
   VkPhysicalDeviceProperties props_{};
   uint32_t compute_units_ = 0;
   bool has_coopmat_ = false;
+  bool has_coopmat2_ = false;
   bool has_integer_dot_ = false;
   uint32_t shuffle_width_ = 0;
   // KILN_VULKAN_PIPELINE_STATS=1 where the driver has

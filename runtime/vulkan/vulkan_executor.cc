@@ -94,6 +94,15 @@ class VulkanExecutor final : public Executor {
     // whose weight slots hold the f16 rows.
     bool tiled_f16 = false;
     VkDescriptorSet f16_set = VK_NULL_HANDLE;
+    // tiled_pipeline is planned.coopmat2_kernel (on f16_set): act_pipeline
+    // (planned.activations_f16_kernel) runs before it.
+    VkPipeline act_pipeline = VK_NULL_HANDLE;
+    // planned.coopmat2_small_kernel, for buckets whose grid of tiled_tokens x
+    // tiled_columns tiles would not fill the GPU.
+    VkPipeline small_pipeline = VK_NULL_HANDLE;
+    // planned.silu_mul_kernel, after tiled_pipeline where that is
+    // matmul_coopmat2 on a silu_mul launch.
+    VkPipeline silu_pipeline = VK_NULL_HANDLE;
   };
   absl::Status UploadWeights(const WeightSource& weights);
   // Where the tensor-core prefill reads quantised weights, decides whether
@@ -116,6 +125,15 @@ class VulkanExecutor final : public Executor {
   int64_t ArenaFloats(const std::string& role, const PlanLaunch* l, size_t bucket) const;
   // Where kRowRmsRole lies: past the plan's arena, 256-byte aligned.
   int64_t RowRmsFloats() const { return (plan_.arena_bytes.back() + 255) / 256 * 64; }
+  // Where matmul_coopmat2's f16 activations lie: past the 1 / rms, 256-byte
+  // aligned (act_f16_halves_ of them; none where no launch runs it).
+  // Timestamps of a profiled step: one before the first dispatch and one
+  // after each (a launch on matmul_coopmat2 is up to three dispatches).
+  size_t MaxTimestamps() const { return 3 * dispatches_.size() + 1; }
+  int64_t ActF16Floats() const { return (RowRmsFloats() + plan_.buckets.back() + 63) / 64 * 64; }
+  // Then gate's and up's sums of a silu_mul launch on matmul_coopmat2
+  // (silu_floats_ of them), 256-byte aligned.
+  int64_t SiluFloats() const { return ActF16Floats() + (act_f16_halves_ / 2 + 63) / 64 * 64; }
 
   Plan plan_;
   VulkanExecutorOptions options_;
@@ -131,6 +149,8 @@ class VulkanExecutor final : public Executor {
   std::map<std::string, Placed> placed_f16_;
   bool f16_prefill_ = false;  // the tensor-core prefill may run on f16 rows
   int64_t f16_copy_bytes_ = 0;
+  int64_t act_f16_halves_ = 0;
+  int64_t silu_floats_ = 0;
   std::map<std::string, VkPipeline> f16_copy_pipelines_;  // by weight name
   std::set<std::string> module_keys_;                      // the artifact's kernel instances
   std::vector<std::pair<RopeTable, Placed>> rope_tables_;
@@ -420,6 +440,32 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
         f16_copy_pipelines_[name] = *copy;
       }
       d.tiled_reads_16_bytes = coopmat;
+      // On workgroup-scope cooperative matrices where the device and the
+      // artifact have them (KILN_VULKAN_COOPMAT2=0 keeps matmul_coopmat).
+      const char* cm2_env = std::getenv("KILN_VULKAN_COOPMAT2");
+      if (f16 && act_f16_halves_ > 0 && d.planned.coopmat2_kernel && !(cm2_env != nullptr && std::string_view(cm2_env) == "0") &&
+          module_keys_.count(d.planned.coopmat2_kernel->Key()) > 0 &&
+          module_keys_.count(d.planned.coopmat2_small_kernel->Key()) > 0 &&
+          (!d.planned.silu_mul_kernel || module_keys_.count(d.planned.silu_mul_kernel->Key()) > 0) &&
+          module_keys_.count(d.planned.activations_f16_kernel->Key()) > 0) {
+        absl::StatusOr<VkPipeline> cm2 = pipeline_for(*d.planned.coopmat2_kernel);
+        if (!cm2.ok()) return cm2.status();
+        absl::StatusOr<VkPipeline> small = pipeline_for(*d.planned.coopmat2_small_kernel);
+        if (!small.ok()) return small.status();
+        d.small_pipeline = *small;
+        if (d.planned.silu_mul_kernel) {
+          absl::StatusOr<VkPipeline> silu = pipeline_for(*d.planned.silu_mul_kernel);
+          if (!silu.ok()) return silu.status();
+          d.silu_pipeline = *silu;
+        }
+        absl::StatusOr<VkPipeline> act = pipeline_for(*d.planned.activations_f16_kernel);
+        if (!act.ok()) return act.status();
+        d.tiled_pipeline = *cm2;
+        d.act_pipeline = *act;
+        d.tiled_tokens = d.planned.coopmat2_tokens_per_group;
+        d.tiled_columns = d.planned.coopmat2_columns_per_group;
+        d.tiled_label = " (workgroup tensor cores)";
+      }
     }
     if (prefill_attention && d.planned.prefill_kernel && module_keys_.count(d.planned.prefill_kernel->Key()) > 0 &&
         dev_.shuffle_width() >= d.planned.prefill_lanes) {
@@ -516,6 +562,11 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
       const VkDeviceSize bind = start / dev_.storage_align() * dev_.storage_align();
       info[6] = VkDescriptorBufferInfo{kv_.buffer, bind, std::min<VkDeviceSize>(kv_.size - bind, start - bind + layer_bytes)};
     }
+    if (f16 && d.act_pipeline != VK_NULL_HANDLE) {
+      // matmul_coopmat2 reads the f16 activations from offset 0 of binding 6.
+      info[6] = VkDescriptorBufferInfo{arena_.buffer, static_cast<VkDeviceSize>(ActF16Floats()) * 4,
+                                       static_cast<VkDeviceSize>(act_f16_halves_) * 2};
+    }
     info[3] = VkDescriptorBufferInfo{io_.buffer, 0, VK_WHOLE_SIZE};
     info[7] = VkDescriptorBufferInfo{step_inputs_.buffer, 0, VK_WHOLE_SIZE};
     dev_.WriteStorageBuffers(*set, info);
@@ -570,10 +621,30 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
           VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
   uint32_t query = 0;
   if (timestamps != VK_NULL_HANDLE) {
-    dev_.api().vkCmdResetQueryPool(cb, timestamps, 0, static_cast<uint32_t>(dispatches_.size() + 1));
+    dev_.api().vkCmdResetQueryPool(cb, timestamps, 0, static_cast<uint32_t>(MaxTimestamps()));
     dev_.api().vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, query++);
   }
   std::vector<Access> pending_reads, pending_writes;
+  // A barrier before a dispatch whose accesses overlap a write since the
+  // last barrier (or whose writes overlap a read), then its accesses pend.
+  auto order = [&](const std::vector<Access>& reads, const std::vector<Access>& writes) {
+    bool hazard = false;
+    for (const Access& a : reads) {
+      for (const Access& w : pending_writes) hazard = hazard || a.Overlaps(w);
+    }
+    for (const Access& a : writes) {
+      for (const Access& w : pending_writes) hazard = hazard || a.Overlaps(w);
+      for (const Access& r : pending_reads) hazard = hazard || a.Overlaps(r);
+    }
+    if (hazard) {
+      barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT,
+              VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+      pending_reads.clear();
+      pending_writes.clear();
+    }
+    pending_reads.insert(pending_reads.end(), reads.begin(), reads.end());
+    pending_writes.insert(pending_writes.end(), writes.begin(), writes.end());
+  };
   VkPipeline bound = VK_NULL_HANDLE;
   const int64_t layer_floats = 2 * kv_half_floats_;
   const int64_t splits = AttentionSplits(B, max_attention_splits_);
@@ -620,34 +691,10 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
     // The last dispatch reads the R result rows.
     pc.rows_are_logit_rows = l == nullptr || logit_rows_[d.launch][bucket] ? 1 : 0;
 
-    bool hazard = false;
-    for (const Access& a : reads) {
-      for (const Access& w : pending_writes) hazard = hazard || a.Overlaps(w);
-    }
-    for (const Access& a : writes) {
-      for (const Access& w : pending_writes) hazard = hazard || a.Overlaps(w);
-      for (const Access& r : pending_reads) hazard = hazard || a.Overlaps(r);
-    }
-    if (hazard) {
-      barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT,
-              VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-      pending_reads.clear();
-      pending_writes.clear();
-    }
-    pending_reads.insert(pending_reads.end(), reads.begin(), reads.end());
-    pending_writes.insert(pending_writes.end(), writes.begin(), writes.end());
-
     // Decode-sized buckets run the matmul's one-token variant, prefill-sized
     // ones its tiled variant, where it has them.
     const bool decode_variant = p.decode_kernel && B <= p.decode_max_bucket;
     const bool tiled_variant = !decode_variant && p.tiled_kernel && B >= p.tiled_min_bucket;
-    // Attention over one split of a prefill-sized step: query tiles.
-    const bool prefill_attention =
-        d.prefill_attention_pipeline != VK_NULL_HANDLE && splits == 1 && B >= p.prefill_tokens_per_group;
-    const VkPipeline pipeline = decode_variant      ? d.decode_pipeline
-                                : tiled_variant     ? d.tiled_pipeline
-                                : prefill_attention ? d.prefill_attention_pipeline
-                                                    : d.pipeline;
     if (((tiled_variant && d.tiled_reads_16_bytes) || (decode_variant && d.decode_reads_16_bytes)) && pc.in0 % 4 != 0) {
       // kiln's plans align every buffer to 256 bytes; another plan gets an
       // error, not activations read from the wrong place.
@@ -655,10 +702,66 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
                                                         "': its input's arena offset is not a multiple of 16 bytes at bucket ",
                                                         B, " (recompile the artifact with this kiln)"));
     }
+    if (tiled_variant && d.act_pipeline != VK_NULL_HANDLE) {
+      // activations_f16 first: the input (normalised) as f16 rows, which the
+      // matmul then reads in place of the input.
+      PushConstants act = pc;
+      const int64_t halves = ActF16Floats() * 2;
+      act.out0 = static_cast<uint32_t>(halves);
+      const std::vector<Access> act_writes = {{0, halves * 2, (halves + B * p.inputs[0].width) * 2}};
+      std::vector<Access> act_reads = {{0, pc.in0 * int64_t{4}, (pc.in0 + B * p.inputs[0].width) * 4}};
+      if (p.reads_row_rms) act_reads.push_back({0, pc.row_rms * int64_t{4}, (pc.row_rms + B) * 4});
+      order(act_reads, act_writes);
+      const int64_t groups = std::clamp<int64_t>((B * p.inputs[0].width / 8 + 255) / 256, 1, LaunchShape::kMaxStrideGroups);
+      dev_.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d.act_pipeline);
+      bound = d.act_pipeline;
+      dev_.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &d.f16_set, 0, nullptr);
+      dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(act), &act);
+      dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(groups), 1, 1);
+      if (timestamps != VK_NULL_HANDLE) {
+        dev_.api().vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, query++);
+        labels->push_back({"activations_f16", l != nullptr ? l->kernel : std::string(), 0.0,
+                           absl::StrCat(B, "x", p.inputs[0].width)});
+      }
+      reads.front() = act_writes.front();  // the matmul reads them, not the input
+    }
+    // A silu_mul launch on matmul_coopmat2: gate's and up's sums apart, past
+    // the arena; elementwise's silu_mul writes the launch's output after it.
+    const bool silu_after = tiled_variant && d.silu_pipeline != VK_NULL_HANDLE;
+    const uint32_t silu_out = pc.out0;
+    if (silu_after) {
+      const int64_t width = p.outputs[0].width, gate = SiluFloats(), up = gate + B * width;
+      pc.out0 = static_cast<uint32_t>(gate);
+      pc.out1 = static_cast<uint32_t>(up);
+      writes = {{0, gate * 4, (up + B * width) * 4}};
+    }
+    order(reads, writes);
+    // Attention over one split of a prefill-sized step: query tiles.
+    const bool prefill_attention =
+        d.prefill_attention_pipeline != VK_NULL_HANDLE && splits == 1 && B >= p.prefill_tokens_per_group;
+    // matmul_coopmat2's small tiles where its large ones would leave SMs
+    // idle: fewer than two workgroups an SM (each takes one).
+    int64_t tiled_tokens = d.tiled_tokens, tiled_columns = d.tiled_columns;
+    bool small_tiles = false;
+    if (tiled_variant && d.small_pipeline != VK_NULL_HANDLE) {
+      const int64_t large = (B + tiled_tokens - 1) / tiled_tokens * ((p.coopmat2_columns + tiled_columns - 1) / tiled_columns);
+      small_tiles = dev_.compute_units() > 0 && large < 2 * int64_t{dev_.compute_units()};
+      const char* env = std::getenv("KILN_VULKAN_CM2_TILE");
+      if (env != nullptr) small_tiles = std::string_view(env) == "small";
+      if (small_tiles) {
+        tiled_tokens /= 2;
+        tiled_columns /= 2;
+      }
+    }
+    const VkPipeline pipeline = decode_variant      ? d.decode_pipeline
+                                : small_tiles       ? d.small_pipeline
+                                : tiled_variant     ? d.tiled_pipeline
+                                : prefill_attention ? d.prefill_attention_pipeline
+                                                    : d.pipeline;
     const int64_t wg = p.kernel.workgroup_size;
-    const int64_t tokens_per_group = decode_variant ? 1 : tiled_variant ? d.tiled_tokens : p.shape.tokens_per_group;
+    const int64_t tokens_per_group = decode_variant ? 1 : tiled_variant ? tiled_tokens : p.shape.tokens_per_group;
     const int64_t columns_per_group = decode_variant  ? p.decode_columns_per_group
-                                      : tiled_variant ? d.tiled_columns
+                                      : tiled_variant ? tiled_columns
                                                       : p.shape.columns_per_group;
     int64_t x = 1, y = 1, z = 1;
     switch (p.shape.kind) {
@@ -669,8 +772,10 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
         x = B;
         break;
       case LaunchShape::Kind::kMatmul:
-        x = std::clamp<int64_t>((p.shape.columns + columns_per_group - 1) / columns_per_group, 1,
-                                dev_.props().limits.maxComputeWorkGroupCount[0]);
+        x = std::clamp<int64_t>(
+            ((tiled_variant && d.act_pipeline != VK_NULL_HANDLE ? p.coopmat2_columns : p.shape.columns) + columns_per_group - 1) /
+                columns_per_group,
+            1, dev_.props().limits.maxComputeWorkGroupCount[0]);
         // The decode variant stages its token once per workgroup and then
         // takes rows round by round: as many workgroups as the GPU holds at
         // once, not one per row group.
@@ -710,10 +815,30 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
       std::string shape;
       if (l != nullptr && p.shape.kind == LaunchShape::Kind::kMatmul) shape = absl::StrCat(p.shape.columns, "x", p.inputs[0].width);
       labels->push_back({absl::StrCat(p.kernel.template_name, decode_variant      ? " (decode)"
+                                                              : small_tiles       ? " (workgroup tensor cores, small tiles)"
                                                               : tiled_variant     ? d.tiled_label
                                                               : prefill_attention ? " (query tiles)"
                                                                                   : ""),
                          l != nullptr ? l->kernel : std::string(), 0.0, std::move(shape)});
+    }
+    if (silu_after) {
+      PushConstants silu = pc;
+      silu.in0 = pc.out0;
+      silu.in1 = pc.out1;
+      silu.out0 = silu_out;
+      const int64_t width = p.outputs[0].width;
+      order({{0, silu.in0 * int64_t{4}, (silu.in1 + B * width) * 4}},
+            {{0, silu_out * int64_t{4}, (silu_out + B * width) * 4}});
+      const int64_t groups = std::clamp<int64_t>((B * width + 255) / 256, 1, LaunchShape::kMaxStrideGroups);
+      dev_.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d.silu_pipeline);
+      bound = d.silu_pipeline;
+      dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(silu), &silu);
+      dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(groups), 1, 1);
+      if (timestamps != VK_NULL_HANDLE) {
+        dev_.api().vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, query++);
+        labels->push_back({"elementwise (silu_mul)", l != nullptr ? l->kernel : std::string(), 0.0,
+                           absl::StrCat(B, "x", width)});
+      }
     }
   }
   barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
@@ -743,7 +868,7 @@ absl::StatusOr<std::vector<KernelTime>> VulkanExecutor::ProfileStep(const StepBa
   if (!bucket.ok()) return bucket.status();
   VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
   qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
-  qi.queryCount = static_cast<uint32_t>(dispatches_.size() + 1);
+  qi.queryCount = static_cast<uint32_t>(MaxTimestamps());
   VkQueryPool pool = VK_NULL_HANDLE;
   KILN_VK_CHECK(dev_.api().vkCreateQueryPool(dev_.device(), &qi, nullptr, &pool), "vkCreateQueryPool");
   std::vector<KernelTime> times;
@@ -819,8 +944,18 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   KILN_VK_CHECK(dev_.api().vkCreateFence(dev_.device(), &fci, nullptr, &fence_), "vkCreateFence");
   if (absl::Status s = UploadWeights(weights); !s.ok()) return s;
-  // The plan's arena, then the row_rms dispatches' 1 / rms per token.
-  const int64_t arena_bytes = (RowRmsFloats() + plan_.buckets.back()) * 4;
+  // The plan's arena, then the row_rms dispatches' 1 / rms per token, then
+  // (where the device has workgroup-scope cooperative matrices) the f16
+  // activations of the widest launch matmul_coopmat2 may run.
+  if (dev_.has_coopmat2()) {
+    for (const Dispatch& d : dispatches_) {
+      if (!d.planned.coopmat2_kernel) continue;
+      act_f16_halves_ = std::max(act_f16_halves_, d.planned.inputs[0].width * plan_.buckets.back());
+      if (d.planned.silu_mul_kernel) silu_floats_ = std::max(silu_floats_, d.planned.coopmat2_columns * plan_.buckets.back());
+    }
+  }
+  const int64_t arena_bytes =
+      act_f16_halves_ > 0 ? (SiluFloats() + silu_floats_) * 4 : (RowRmsFloats() + plan_.buckets.back()) * 4;
   absl::StatusOr<Buffer> arena = dev_.CreateBuffer(arena_bytes, false, "arena");
   if (!arena.ok()) return arena.status();
   arena_ = *arena;

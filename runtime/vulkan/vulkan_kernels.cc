@@ -234,6 +234,34 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
       d.f16_copy_kernels[i] = copy.Build();
     }
     d.coopmat_f16_kernel = f16.Build();
+    // On workgroup-scope cooperative matrices (matmul_coopmat2.comp) after
+    // activations_f16.comp, in two tile sizes: 128 tokens x 256 columns (the
+    // fastest tile of the H200 probe) where a bucket's grid fills the GPU,
+    // 64 x 128 where it would not; 32 k a step. silu_mul's gate and up run
+    // as two weights to two outputs (EPILOGUE 0), then elementwise's
+    // silu_mul. A column tile must lie in one weight.
+    constexpr int64_t kCm2Tokens = 128, kCm2Columns = 256, kCm2K = 32, kCm2Workgroup = 256;
+    constexpr int64_t kActivationsWorkgroup = 256, kSiluWorkgroup = 256;
+    bool tiles_fit = true;
+    for (size_t i = 0; i + 1 < ws.size(); ++i) tiles_fit = tiles_fit && Rows(*ws[i]) % kCm2Columns == 0;
+    if (tiles_fit) {
+      InstanceBuilder cm2 = coopmat.Variant("matmul_coopmat2", kCm2Workgroup);
+      cm2.Int("Q4K_LANES", 0).Int("BM", kCm2Tokens).Int("BN", kCm2Columns).Int("BK", kCm2K).Int("F16W", 1);
+      if (epi == 1) cm2.Int("EPILOGUE", 0);
+      for (size_t i = 0; i < ws.size(); ++i) cm2.Set(absl::StrCat("W", i), "f16");
+      d.coopmat2_kernel = cm2.Build();
+      d.coopmat2_tokens_per_group = kCm2Tokens;
+      d.coopmat2_columns_per_group = kCm2Columns;
+      d.coopmat2_columns = epi == 1 ? 2 * columns : columns;
+      cm2.Int("BM", kCm2Tokens / 2).Int("BN", kCm2Columns / 2);
+      d.coopmat2_small_kernel = cm2.Build();
+      InstanceBuilder act("activations_f16", kActivationsWorkgroup);
+      act.Int("K", k).Int("HAS_NORM", norm ? 1 : 0);
+      d.activations_f16_kernel = act.Build();
+      if (epi == 1) {
+        d.silu_mul_kernel = InstanceBuilder("elementwise", kSiluWorkgroup).Int("OP", 4).Int("WIDTH", columns).Build();
+      }
+    }
   }
   d.inputs[0] = {"input", k};
   if (epi == 2) {

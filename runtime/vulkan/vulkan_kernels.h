@@ -117,6 +117,23 @@ struct PlannedDispatch {
   // coopmat_kernel where the executor holds an f16 copy of the weights (or
   // they are f16): staging copies 16 bytes at a time and decodes nothing.
   std::optional<KernelInstance> coopmat_f16_kernel;
+  // The same on workgroup-scope cooperative matrices (matmul_coopmat2.comp,
+  // SPV_NV_cooperative_matrix2), run instead of coopmat_f16_kernel where the
+  // device has them and the artifact carries it, after
+  // activations_f16_kernel (activations_f16.comp) has written the launch's
+  // input as f16 rows past the arena (normalised where it has a norm).
+  // Its tiles are coopmat2_tokens_per_group x coopmat2_columns_per_group;
+  // coopmat2_small_kernel's half that each way, for buckets whose grid of
+  // large tiles would leave SMs idle.
+  std::optional<KernelInstance> coopmat2_kernel;
+  std::optional<KernelInstance> coopmat2_small_kernel;
+  std::optional<KernelInstance> activations_f16_kernel;
+  int64_t coopmat2_tokens_per_group = 1;
+  int64_t coopmat2_columns_per_group = 1;
+  int64_t coopmat2_columns = 0;  // its grid's columns (silu_mul: gate's and up's)
+  // silu_mul launches: coopmat2_kernel writes gate's and up's sums apart
+  // (past the arena), then this elementwise silu_mul makes the result.
+  std::optional<KernelInstance> silu_mul_kernel;
   // Per weight slot that is not f16 already: the kernel that makes its f16
   // copy at load (dequant_f16.comp).
   std::array<std::optional<KernelInstance>, 3> f16_copy_kernels;

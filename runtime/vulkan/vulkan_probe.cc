@@ -2,7 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <span>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/vulkan/vulkan_device.h"
 
@@ -15,11 +21,19 @@ constexpr uint32_t kCopySpirv[] = {
 };
 constexpr uint32_t kCopyThreads = 256;  // local_size_x of bandwidth_probe.comp
 
-// The copy pipeline and its one descriptor set over (src, dst), destroyed with it.
-class CopyPipeline {
+// matmul_probe.comp's variants (tile shapes) compiled to SPIR-V.
+struct MatmulProbeVariant {
+  uint32_t bm, bn, bk, threads;
+  std::span<const uint32_t> spirv;
+};
+#include "runtime/vulkan/matmul_probe_spirv.inc"
+
+// A probe's pipeline and its one descriptor set over its buffers (bindings
+// 0..), destroyed with it.
+class ProbePipeline {
  public:
-  explicit CopyPipeline(VulkanDevice& dev) : dev_(dev) {}
-  ~CopyPipeline() {
+  explicit ProbePipeline(VulkanDevice& dev) : dev_(dev) {}
+  ~ProbePipeline() {
     const VulkanApi& api = dev_.api();
     if (pipeline_ != VK_NULL_HANDLE) api.vkDestroyPipeline(dev_.device(), pipeline_, nullptr);
     if (pool_ != VK_NULL_HANDLE) api.vkDestroyDescriptorPool(dev_.device(), pool_, nullptr);
@@ -27,33 +41,34 @@ class CopyPipeline {
     if (set_layout_ != VK_NULL_HANDLE) api.vkDestroyDescriptorSetLayout(dev_.device(), set_layout_, nullptr);
   }
 
-  absl::Status Create(const Buffer& src, const Buffer& dst) {
-    if (absl::Status s = dev_.CreateComputeLayouts(2, sizeof(uint32_t), &set_layout_, &layout_); !s.ok()) return s;
-    absl::StatusOr<VkPipeline> pipeline = dev_.CreateComputePipeline(kCopySpirv, "main", layout_, "of the probe");
+  absl::Status Create(std::span<const uint32_t> spirv, std::span<const Buffer* const> buffers, uint32_t push_bytes,
+                      const std::string& what) {
+    const auto n = static_cast<uint32_t>(buffers.size());
+    if (absl::Status s = dev_.CreateComputeLayouts(n, push_bytes, &set_layout_, &layout_); !s.ok()) return s;
+    absl::StatusOr<VkPipeline> pipeline = dev_.CreateComputePipeline(spirv, "main", layout_, what);
     if (!pipeline.ok()) return pipeline.status();
     pipeline_ = *pipeline;
-
-    absl::StatusOr<VkDescriptorPool> pool = dev_.CreateDescriptorPool(1, 2);
+    absl::StatusOr<VkDescriptorPool> pool = dev_.CreateDescriptorPool(1, n);
     if (!pool.ok()) return pool.status();
     pool_ = *pool;
     absl::StatusOr<VkDescriptorSet> set = dev_.AllocateDescriptorSet(pool_, set_layout_);
     if (!set.ok()) return set.status();
     set_ = *set;
-    const VkDescriptorBufferInfo infos[2] = {{src.buffer, 0, src.size}, {dst.buffer, 0, dst.size}};
+    std::vector<VkDescriptorBufferInfo> infos;
+    for (const Buffer* b : buffers) infos.push_back({b->buffer, 0, b->size});
     dev_.WriteStorageBuffers(set_, infos);
     return absl::OkStatus();
   }
 
-  // `n` copies of `vectors` 16-byte vectors, a barrier between copies.
-  void Record(VkCommandBuffer cb, uint32_t vectors, int n) const {
+  // `n` dispatches of `groups`, a barrier after each.
+  void Record(VkCommandBuffer cb, std::span<const uint32_t> push, uint32_t groups_x, uint32_t groups_y, int n) const {
     const VulkanApi& api = dev_.api();
     api.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
     api.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout_, 0, 1, &set_, 0, nullptr);
-    api.vkCmdPushConstants(cb, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(vectors), &vectors);
-    // Enough workgroups to fill any GPU; each thread loops over the rest.
-    const uint32_t groups = std::clamp<uint32_t>(vectors / kCopyThreads, 1, 8192);
+    api.vkCmdPushConstants(cb, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(push.size_bytes()),
+                           push.data());
     for (int i = 0; i < n; ++i) {
-      api.vkCmdDispatch(cb, groups, 1, 1);
+      api.vkCmdDispatch(cb, groups_x, groups_y, 1);
       VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
       mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
       mb.dstAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
@@ -70,6 +85,80 @@ class CopyPipeline {
   VkDescriptorPool pool_ = VK_NULL_HANDLE;
   VkDescriptorSet set_ = VK_NULL_HANDLE;
 };
+
+// Seconds for `n` runs of `record`, after one run to warm up.
+absl::StatusOr<double> TimeRuns(VulkanDevice& dev, const std::function<void(VkCommandBuffer, int)>& record, int n) {
+  if (absl::Status s = dev.RunOnce([&](VkCommandBuffer cb) { record(cb, 1); }); !s.ok()) return s;
+  const auto start = std::chrono::steady_clock::now();
+  if (absl::Status s = dev.RunOnce([&](VkCommandBuffer cb) { record(cb, n); }); !s.ok()) return s;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The fastest variant of matmul_probe.comp on an f16 GEMM of kSize^3 (a and b
+// all ones, so every output is kSize, exact in f16: checked). Returns FLOP/s
+// and names the variant in `what`.
+absl::StatusOr<double> ProbeMatmul(VulkanDevice& dev, std::string* what) {
+  constexpr uint32_t kSize = 8192;
+  constexpr int kRuns = 8;
+  const VkDeviceSize bytes = VkDeviceSize{kSize} * kSize * 2;
+  Buffer a, b, c, host;
+  absl::Status s;
+  double best = 0;
+  auto make = [&](Buffer& x, VkDeviceSize size, bool visible, const char* name) {
+    if (!s.ok()) return;
+    absl::StatusOr<Buffer> r = dev.CreateBuffer(size, visible, name);
+    if (r.ok()) x = *r; else s = r.status();
+  };
+  make(a, bytes, false, "matmul probe a");
+  make(b, bytes, false, "matmul probe b");
+  make(c, bytes, false, "matmul probe c");
+  make(host, 16, true, "matmul probe check");
+  if (s.ok()) {
+    s = dev.RunOnce([&](VkCommandBuffer cb) {
+      dev.api().vkCmdFillBuffer(cb, a.buffer, 0, bytes, 0x3C003C00u);  // f16 1.0 pairs
+      dev.api().vkCmdFillBuffer(cb, b.buffer, 0, bytes, 0x3C003C00u);
+    });
+  }
+  for (const MatmulProbeVariant& v : kMatmulProbeVariants) {
+    if (!s.ok()) break;
+    const std::string name = absl::StrFormat("matmul probe %ux%ux%u", v.bm, v.bn, v.bk);
+    ProbePipeline pipeline(dev);
+    const Buffer* buffers[] = {&a, &b, &c};
+    if (absl::Status p = pipeline.Create(v.spirv, buffers, 3 * sizeof(uint32_t), name); !p.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(p.message()).c_str());
+      continue;
+    }
+    const uint32_t push[] = {kSize, kSize, kSize};
+    absl::StatusOr<double> seconds = TimeRuns(
+        dev, [&](VkCommandBuffer cb, int n) { pipeline.Record(cb, push, kSize / v.bn, kSize / v.bm, n); }, kRuns);
+    if (!seconds.ok()) {
+      s = seconds.status();
+      break;
+    }
+    // The last output row's last 8 values, read back: each must be kSize.
+    uint16_t got[8] = {};
+    s = dev.RunOnce([&](VkCommandBuffer cb) {
+      const VkBufferCopy region{bytes - 16, 0, 16};
+      dev.api().vkCmdCopyBuffer(cb, c.buffer, host.buffer, 1, &region);
+    });
+    if (!s.ok()) break;
+    std::memcpy(got, host.mapped, sizeof(got));
+    const double flops = 2.0 * kSize * kSize * static_cast<double>(kSize) * kRuns / *seconds;
+    const bool exact = std::all_of(std::begin(got), std::end(got), [](uint16_t h) { return h == 0x7000; });  // 8192
+    if (!exact) std::fprintf(stderr, "%s: wrong result, not counted (%.1f TFLOP/s)\n", name.c_str(), flops / 1e12);
+    if (exact && flops > best) {
+      best = flops;
+      *what = absl::StrFormat("f16 GEMM %u^3 on workgroup-scope cooperative matrices, %ux%ux%u tiles", kSize, v.bm,
+                              v.bn, v.bk);
+    }
+  }
+  dev.DestroyBuffer(a);
+  dev.DestroyBuffer(b);
+  dev.DestroyBuffer(c);
+  dev.DestroyBuffer(host);
+  if (!s.ok()) return s;
+  return best;
+}
 
 }  // namespace
 
@@ -100,21 +189,33 @@ absl::StatusOr<Ceilings> ProbeVulkanCeilings(const BackendOptions& options) {
   absl::Status s;
   double seconds = 0;
   {
-    CopyPipeline copy(dev);
-    s = copy.Create(a, b);
-    const uint32_t vectors = static_cast<uint32_t>(size / 16);
-    if (s.ok()) s = dev.RunOnce([&](VkCommandBuffer cb) { copy.Record(cb, vectors, 1); });  // first touch, warm-up
-    const auto start = std::chrono::steady_clock::now();
-    if (s.ok()) s = dev.RunOnce([&](VkCommandBuffer cb) { copy.Record(cb, vectors, kCopies); });
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ProbePipeline copy(dev);
+    const Buffer* buffers[] = {&a, &b};
+    s = copy.Create(kCopySpirv, buffers, sizeof(uint32_t), "of the probe");
+    const uint32_t vectors[] = {static_cast<uint32_t>(size / 16)};
+    // Enough workgroups to fill any GPU; each thread loops over the rest.
+    const uint32_t groups = std::clamp<uint32_t>(vectors[0] / kCopyThreads, 1, 8192);
+    absl::StatusOr<double> t = absl::InternalError("not run");
+    if (s.ok()) t = TimeRuns(dev, [&](VkCommandBuffer cb, int n) { copy.Record(cb, vectors, groups, 1, n); }, kCopies);
+    if (s.ok() && !t.ok()) s = t.status();
+    if (t.ok()) seconds = *t;
   }
   dev.DestroyBuffer(a);
   dev.DestroyBuffer(b);
   if (!s.ok()) return s;
   Ceilings c;
   c.bytes_per_second = 2.0 * static_cast<double>(size) * kCopies / seconds;
-  c.what = absl::StrFormat("%s: compute-shader copy %d MiB x %d, bytes read + written (no FLOP probe on Vulkan)",
-                           dev.description(), size >> 20, kCopies);
+  c.what = absl::StrFormat("%s: compute-shader copy %d MiB x %d, bytes read + written", dev.description(), size >> 20,
+                           kCopies);
+  if (!dev.has_coopmat2()) {
+    absl::StrAppend(&c.what, " (no FLOP probe: it needs workgroup-scope cooperative matrices)");
+    return c;
+  }
+  std::string matmul;
+  absl::StatusOr<double> flops = ProbeMatmul(dev, &matmul);
+  if (!flops.ok()) return flops.status();
+  c.flops_per_second = *flops;
+  absl::StrAppend(&c.what, "; ", matmul.empty() ? "no matmul probe variant gave the right result" : matmul);
   return c;
 }
 

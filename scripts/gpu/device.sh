@@ -13,6 +13,7 @@ bash "$root/scripts/gpu/unpack.sh"  # the artifacts travel packed
 export LD_LIBRARY_PATH=$stage/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 export KILN_TESTDATA=$stage/testdata
 export KILN_CUDA_ARTIFACTS=$stage/artifacts
+if [ -f "$stage/lib/libslang-glslang.so" ]; then export KILN_SLANG_GLSLANG=$stage/lib/libslang-glslang.so; fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader 2>&1 | tee "$out/gpu.txt"
 status=0
 summary=()

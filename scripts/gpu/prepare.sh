@@ -55,6 +55,12 @@ done | sort -u | while read -r lib; do
   esac
 done
 
+# The newer glslang that the workgroup-scope tensor-core kernels compile with
+# (vulkan_kernels_test compiles its kernels there); device.sh points
+# KILN_SLANG_GLSLANG at it. 10 MB.
+next=$(python3 "$root/scripts/glslang_next.py" --fetch 2>/dev/null | sed -n 's/^libslang-glslang: //p' || true)
+if [ -n "$next" ]; then cp "$next" "$stage/lib/libslang-glslang.so"; fi
+
 for tag in stories260K stories260K-f16 stories260K-q8_0-mix stories260K-q4_0-mix; do
   model=$testdata/models/$tag.gguf
   [ -f "$model" ] || continue

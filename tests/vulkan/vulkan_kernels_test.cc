@@ -308,6 +308,48 @@ TEST(VulkanKernels, TensorCorePrefillWithAndWithoutTheF16Copy) {
   unsetenv("KILN_VULKAN_F16_COPY");
 }
 
+// Prefill on workgroup-scope cooperative matrices (matmul_coopmat2.comp
+// after activations_f16.comp) where the device has them (the H200's driver;
+// not lavapipe): a normed fused QKV whose q, k and v each span whole column
+// tiles runs on it (the profile says so) and matches the CPU, and so does
+// every storage and epilogue of ExpectPrefillMatmulsMatch (partial tiles:
+// 37 columns, 5-70 tokens).
+TEST(VulkanKernels, WorkgroupTensorCorePrefill) {
+  const int64_t vocab = 31;
+  TestPlan tp(std::vector<int64_t>{1, 8, 64, 128});
+  tp.SetPool(1, 1, 4, 4, 128);
+  const QkvRegions r = AddNormQkv(tp, "q4_K", 256, 512, 256, vocab);
+  absl::StatusOr<Plan> plan = tp.Build(r.q, 512);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::string skip;
+  std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), 64, &skip);
+  if (!skip.empty()) GTEST_SKIP() << "no Vulkan: " << skip;
+  if (!absl::StrContains(gpu->Describe(), "workgroup-scope cooperative matrices")) {
+    GTEST_SKIP() << "no workgroup-scope cooperative matrices: " << gpu->Describe();
+  }
+  const std::vector<StepBatch> batches = {MakeBatch({{0, 100}}, 32, vocab, tp.rng()),
+                                          MakeBatch({{0, 70}, {0, 40}}, 32, vocab, tp.rng())};
+  absl::StatusOr<std::vector<KernelTime>> times = gpu->ProfileStep(batches[0]);
+  ASSERT_TRUE(times.ok()) << times.status();
+  int workgroup_scope = 0, conversions = 0;
+  for (const KernelTime& t : *times) {
+    workgroup_scope += absl::StartsWith(t.kernel, "matmul (workgroup tensor cores") ? 1 : 0;
+    conversions += t.kernel == "activations_f16" ? 1 : 0;
+  }
+  EXPECT_EQ(workgroup_scope, 1);
+  EXPECT_EQ(conversions, 1);
+  // Both tile sizes (the executor picks the small ones for grids this size).
+  for (const char* tiles : {"large", "small"}) {
+    setenv("KILN_VULKAN_CM2_TILE", tiles, 1);
+    const std::string what = absl::StrCat("workgroup-scope fused ", tiles, " tiles ");
+    ExpectSameOutputs(tp, r.q, 512, batches, 64, what + "q", kPrefillTolerance);
+    ExpectSameOutputs(tp, r.k, 256, batches, 64, what + "k", kPrefillTolerance);
+    ExpectSameOutputs(tp, r.v, 256, batches, 64, what + "v", kPrefillTolerance);
+  }
+  unsetenv("KILN_VULKAN_CM2_TILE");
+  ExpectPrefillMatmulsMatch();
+}
+
 // dequant_f16.comp alone (the f16 copy the executor makes at load where the
 // device has cooperative matrices): every storage's rows against the CPU's
 // decode rounded to f16 (to the nearest; a driver that rounds toward zero is
