@@ -9,8 +9,8 @@
 // here are the plain ones: each weight's columns to its output, or
 // residual_add. silu_mul launches run as two weights (gate, up) to two
 // outputs, then elementwise.comp's silu_mul: two sums of one output in one
-// workgroup took two tile loads a step, and ran at half the rate of one sum
-// of twice the columns (docs/perf/vulkan-h200.md, session 22).
+// workgroup took two tile loads a step and ran at a third to a half of the
+// rate of one sum over twice the columns (docs/perf/vulkan-h200.md, session 22).
 //
 // Constants: as matmul.comp (K, NUM_W, N0..N2, EPILOGUE), plus BM, BN, BK
 // and WG; every slot f16; with NUM_W > 1 and EPILOGUE 0, N0 and N1 multiples

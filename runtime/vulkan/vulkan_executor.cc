@@ -125,11 +125,11 @@ class VulkanExecutor final : public Executor {
   int64_t ArenaFloats(const std::string& role, const PlanLaunch* l, size_t bucket) const;
   // Where kRowRmsRole lies: past the plan's arena, 256-byte aligned.
   int64_t RowRmsFloats() const { return (plan_.arena_bytes.back() + 255) / 256 * 64; }
-  // Where matmul_coopmat2's f16 activations lie: past the 1 / rms, 256-byte
-  // aligned (act_f16_halves_ of them; none where no launch runs it).
   // Timestamps of a profiled step: one before the first dispatch and one
   // after each (a launch on matmul_coopmat2 is up to three dispatches).
   size_t MaxTimestamps() const { return 3 * dispatches_.size() + 1; }
+  // Where matmul_coopmat2's f16 activations lie: past the 1 / rms, 256-byte
+  // aligned (act_f16_halves_ of them; none where no launch runs it).
   int64_t ActF16Floats() const { return (RowRmsFloats() + plan_.buckets.back() + 63) / 64 * 64; }
   // Then gate's and up's sums of a silu_mul launch on matmul_coopmat2
   // (silu_floats_ of them), 256-byte aligned.
