@@ -1,6 +1,8 @@
 #include "runtime/vulkan/vulkan_executor.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -391,9 +393,18 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
       return absl::FailedPreconditionError(absl::StrCat(
           "vulkan: the artifact's kernels lack '", key, "' (compiled by another kiln version? recompile with --target vulkan)"));
     }
+    const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<VkPipeline> pipeline = dev_.CreateComputePipeline(
         m->second->words, m->second->entry_point.c_str(), pipeline_layout_, absl::StrCat("'", key, "'"));
     if (!pipeline.ok()) return pipeline.status();
+    // A driver's first compile of a large kernel can take tens of seconds
+    // (NVIDIA's, of the workgroup-scope matmuls: ~140 s in all for an 8B
+    // model, docs/perf/vulkan-h200.md, session 22): say so rather than look hung.
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (seconds > 2.0) {
+      std::fprintf(stderr, "vulkan: the driver took %.1f s to build pipeline '%s' (%zu built so far)\n", seconds,
+                   key.c_str(), pipelines_.size() + 1);
+    }
     pipelines_[key] = *pipeline;
     return *pipeline;
   };
