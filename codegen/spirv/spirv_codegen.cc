@@ -222,6 +222,9 @@ absl::StatusOr<std::vector<uint8_t>> GenerateVulkanKernels(const Plan& plan) {
   absl::StatusOr<std::vector<std::vector<vulkan::PlannedDispatch>>> dispatches = vulkan::PlanDispatches(plan);
   if (!dispatches.ok()) return dispatches.status();
   std::map<std::string, KernelInstance> instances;
+  // Without the newer glslang, matmul_coopmat2 is left out, and with it the
+  // dispatches that only run beside it.
+  const absl::Status next = GlslangNextAvailable();
   for (const auto& launch : *dispatches) {
     for (const vulkan::PlannedDispatch& d : launch) {
       instances.emplace(d.kernel.Key(), d.kernel);
@@ -229,7 +232,7 @@ absl::StatusOr<std::vector<uint8_t>> GenerateVulkanKernels(const Plan& plan) {
       if (d.tiled_kernel) instances.emplace(d.tiled_kernel->Key(), *d.tiled_kernel);
       if (d.coopmat_kernel) instances.emplace(d.coopmat_kernel->Key(), *d.coopmat_kernel);
       if (d.coopmat_f16_kernel) instances.emplace(d.coopmat_f16_kernel->Key(), *d.coopmat_f16_kernel);
-      if (d.coopmat2_kernel) {
+      if (d.coopmat2_kernel && next.ok()) {
         instances.emplace(d.coopmat2_kernel->Key(), *d.coopmat2_kernel);
         instances.emplace(d.coopmat2_small_kernel->Key(), *d.coopmat2_small_kernel);
         instances.emplace(d.activations_f16_kernel->Key(), *d.activations_f16_kernel);
@@ -246,17 +249,16 @@ absl::StatusOr<std::vector<uint8_t>> GenerateVulkanKernels(const Plan& plan) {
     instances.emplace(own.kernel.Key(), own.kernel);
   }
   std::vector<vulkan::SpirvModule> modules;
-  const absl::Status next = GlslangNextAvailable();
   bool noted = false;
-  for (const auto& [key, k] : instances) {
-    if (NeedsGlslangNext(k) && !next.ok()) {
-      if (!noted) {
-        std::fprintf(stderr, "note: vulkan: workgroup-scope cooperative-matrix kernels left out: %s; prefill runs "
-                     "the subgroup-scope ones\n", std::string(next.message()).c_str());
-      }
+  for (const auto& launch : *dispatches) {
+    for (const vulkan::PlannedDispatch& d : launch) {
+      if (!d.coopmat2_kernel || next.ok() || noted) continue;
+      std::fprintf(stderr, "note: vulkan: workgroup-scope cooperative-matrix kernels left out: %s; prefill runs "
+                   "the subgroup-scope ones\n", std::string(next.message()).c_str());
       noted = true;
-      continue;
     }
+  }
+  for (const auto& [key, k] : instances) {
     absl::StatusOr<std::vector<uint32_t>> words = CompileInstance(k);
     if (!words.ok()) return words.status();
     vulkan::SpirvModule m;
