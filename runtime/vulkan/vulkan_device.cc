@@ -183,9 +183,9 @@ absl::Status VulkanDevice::Open(int index) {
                    props_.limits.maxComputeWorkGroupInvocations >= 512;
   }
   // Workgroup-scope cooperative matrices with tensor addressing
-  // (VK_NV_cooperative_matrix2 over VK_KHR_cooperative_matrix): the matmul
-  // probe's kernel. They need Vulkan 1.3 (SPIR-V 1.6), 16-bit storage, f16
-  // arithmetic and the memory model.
+  // (VK_NV_cooperative_matrix2 over VK_KHR_cooperative_matrix):
+  // matmul_coopmat2.comp's prefill and the FLOP probe. They need Vulkan 1.3
+  // (SPIR-V 1.6), 16-bit storage, f16 arithmetic and the memory model.
   KhrCoopmatFeatures khr_features{kKhrCoopmatFeaturesType};
   Coopmat2Features coopmat2_features{kCoopmat2FeaturesType};
   VkPhysicalDevice16BitStorageFeatures storage16_features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
