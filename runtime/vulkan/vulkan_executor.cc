@@ -452,9 +452,9 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
       }
       d.tiled_reads_16_bytes = coopmat;
       // On workgroup-scope cooperative matrices where the device and the
-      // artifact have them (KILN_VULKAN_COOPMAT2=0 keeps matmul_coopmat).
-      const char* cm2_env = std::getenv("KILN_VULKAN_COOPMAT2");
-      if (f16 && act_f16_halves_ > 0 && d.planned.coopmat2_kernel && !(cm2_env != nullptr && std::string_view(cm2_env) == "0") &&
+      // artifact have them (the arena then has room for their f16
+      // activations: act_f16_halves_, set in Init).
+      if (f16 && act_f16_halves_ > 0 && d.planned.coopmat2_kernel &&
           module_keys_.count(d.planned.coopmat2_kernel->Key()) > 0 &&
           module_keys_.count(d.planned.coopmat2_small_kernel->Key()) > 0 &&
           (!d.planned.silu_mul_kernel || module_keys_.count(d.planned.silu_mul_kernel->Key()) > 0) &&
@@ -956,11 +956,13 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   KILN_VK_CHECK(dev_.api().vkCreateFence(dev_.device(), &fci, nullptr, &fence_), "vkCreateFence");
   if (absl::Status s = UploadWeights(weights); !s.ok()) return s;
   // The plan's arena, then the row_rms dispatches' 1 / rms per token, then
-  // (where the device has workgroup-scope cooperative matrices) the f16
-  // activations of the widest launch matmul_coopmat2 may run.
-  if (dev_.has_coopmat2()) {
+  // (where the device has workgroup-scope cooperative matrices and the
+  // artifact matmul_coopmat2) the f16 activations of the widest launch it may
+  // run. KILN_VULKAN_COOPMAT2=0 keeps matmul_coopmat (and the arena smaller).
+  const char* cm2_env = std::getenv("KILN_VULKAN_COOPMAT2");
+  if (dev_.has_coopmat2() && !(cm2_env != nullptr && std::string_view(cm2_env) == "0")) {
     for (const Dispatch& d : dispatches_) {
-      if (!d.planned.coopmat2_kernel) continue;
+      if (!d.planned.coopmat2_kernel || module_keys_.count(d.planned.coopmat2_kernel->Key()) == 0) continue;
       act_f16_halves_ = std::max(act_f16_halves_, d.planned.inputs[0].width * plan_.buckets.back());
       if (d.planned.silu_mul_kernel) silu_floats_ = std::max(silu_floats_, d.planned.coopmat2_columns * plan_.buckets.back());
     }

@@ -148,8 +148,8 @@ absl::StatusOr<double> ProbeMatmul(VulkanDevice& dev, std::string* what) {
     if (!exact) std::fprintf(stderr, "%s: wrong result, not counted (%.1f TFLOP/s)\n", name.c_str(), flops / 1e12);
     if (exact && flops > best) {
       best = flops;
-      *what = absl::StrFormat("f16 GEMM %u^3 on workgroup-scope cooperative matrices, %ux%ux%u tiles", kSize, v.bm,
-                              v.bn, v.bk);
+      *what = absl::StrFormat("f16 GEMM %u^3 on workgroup-scope cooperative matrices, %ux%ux%u tiles, %u threads",
+                              kSize, v.bm, v.bn, v.bk, v.threads);
     }
   }
   dev.DestroyBuffer(a);
