@@ -28,6 +28,16 @@ absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const st
   return compiled->plan_json;
 }
 
+absl::StatusOr<std::vector<uint8_t>> CompileKernelsInMemory(const Plan& plan, const std::string& target) {
+  std::fprintf(stderr, "kiln: compiling %s kernels in memory (kiln compile --target %s -o X.kiln does it once)...",
+               target.c_str(), target.c_str());
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<uint8_t>> kernels = codegen::GenerateKernels(plan, target);
+  std::fprintf(stderr, kernels.ok() ? " done (%.2f s)\n" : "\n",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return kernels;
+}
+
 int RunCompile(int argc, char** argv) {
   ArgParser args("compile", "Imports a model (GGUF file or Hugging Face folder), runs kiln's passes (fusion,\n"
                             "quantization, paged attention, memory planning, plan emission) and writes the\n"

@@ -25,6 +25,8 @@ struct GpuBackend {
   const char* name;
   absl::StatusOr<std::unique_ptr<Executor>> (*create)(const Program&, const BackendOptions&);
   absl::StatusOr<Ceilings> (*probe)(const BackendOptions&) = nullptr;
+  // The codegen target of the device the options name (Unavailable: none here).
+  absl::StatusOr<std::string> (*target)(const BackendOptions&) = nullptr;
 };
 
 // The GPU backends built into this kiln, fastest first. Each entry returns
@@ -32,10 +34,10 @@ struct GpuBackend {
 const std::vector<GpuBackend>& GpuBackends() {
   static const std::vector<GpuBackend> backends = {
 #ifdef KILN_WITH_CUDA
-      {"cuda", &cuda::CreateCudaExecutor, &cuda::ProbeCudaCeilings},
+      {"cuda", &cuda::CreateCudaExecutor, &cuda::ProbeCudaCeilings, &cuda::CudaTargetOfDevice},
 #endif
 #ifdef KILN_WITH_VULKAN
-      {"vulkan", &vulkan::CreateVulkanExecutor, &vulkan::ProbeVulkanCeilings},
+      {"vulkan", &vulkan::CreateVulkanExecutor, &vulkan::ProbeVulkanCeilings, &vulkan::VulkanTargetOfDevice},
 #endif
   };
   return backends;
@@ -52,9 +54,27 @@ absl::StatusOr<std::unique_ptr<Executor>> CreateCpu(const Program& program, cons
   return std::unique_ptr<Executor>(std::move(*ex));
 }
 
-}  // namespace
+// Kernels for `gpu` on the device the options name, compiled into `into`
+// (the program being selected for) where it has none; a no-op where it has
+// them or without `compile`. A kiln without that target's codegen passes the
+// backend over like a missing device.
+absl::Status CompileKernelsHere(const GpuBackend& gpu, const BackendOptions& options, KernelCompiler compile,
+                                Program* into) {
+  if (compile == nullptr || into == nullptr || gpu.target == nullptr || into->FindKernels(gpu.name) != nullptr) {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> target = gpu.target(options);
+  if (!target.ok()) return target.status();
+  absl::StatusOr<std::vector<uint8_t>> bytes = compile(into->plan, *target);
+  if (absl::IsUnimplemented(bytes.status())) return absl::UnavailableError(bytes.status().message());
+  if (!bytes.ok()) return bytes.status();
+  into->kernels.push_back(KernelBundle{*target, *std::move(bytes)});
+  return absl::OkStatus();
+}
 
-absl::StatusOr<SelectedBackend> CreateExecutor(const Program& program, const BackendOptions& options) {
+// `into` is `program` itself when kernels may be compiled, else nullptr.
+absl::StatusOr<SelectedBackend> Select(const Program& program, const BackendOptions& options, KernelCompiler compile,
+                                       Program* into) {
   SelectedBackend selected;
   if (options.backend == "cpu") {
     absl::StatusOr<std::unique_ptr<Executor>> ex = CreateCpu(program, options);
@@ -65,7 +85,10 @@ absl::StatusOr<SelectedBackend> CreateExecutor(const Program& program, const Bac
   std::vector<std::string> passed_over;
   for (const GpuBackend& gpu : GpuBackends()) {
     if (options.backend != "auto" && options.backend != gpu.name) continue;
-    absl::StatusOr<std::unique_ptr<Executor>> ex = gpu.create(program, options);
+    absl::StatusOr<std::unique_ptr<Executor>> ex = [&]() -> absl::StatusOr<std::unique_ptr<Executor>> {
+      if (absl::Status s = CompileKernelsHere(gpu, options, compile, into); !s.ok()) return s;
+      return gpu.create(program, options);
+    }();
     if (ex.ok()) {
       selected.executor = std::move(*ex);
       selected.reason = absl::StrJoin(passed_over, "; ");
@@ -89,6 +112,17 @@ absl::StatusOr<SelectedBackend> CreateExecutor(const Program& program, const Bac
   selected.executor = std::move(*ex);
   selected.reason = passed_over.empty() ? "no GPU backend in this build" : absl::StrJoin(passed_over, "; ");
   return selected;
+}
+
+}  // namespace
+
+absl::StatusOr<SelectedBackend> CreateExecutor(const Program& program, const BackendOptions& options) {
+  return Select(program, options, nullptr, nullptr);
+}
+
+absl::StatusOr<SelectedBackend> CreateExecutor(Program& program, const BackendOptions& options,
+                                               KernelCompiler compile) {
+  return Select(program, options, compile, &program);
 }
 
 absl::StatusOr<Ceilings> ProbeCeilings(const Executor& executor, const BackendOptions& options) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/executor/executor.h"
@@ -38,6 +39,17 @@ struct SelectedBackend {
 // An explicit backend that cannot run (no driver, no kernels of its target in
 // the program, wrong SM) is an error that says why; "auto" falls back.
 absl::StatusOr<SelectedBackend> CreateExecutor(const Program& program, const BackendOptions& options);
+
+// Compiles a plan's kernels for a codegen target ("cuda:sm_90", "vulkan"):
+// codegen, which only a kiln built with the compiler links.
+using KernelCompiler = absl::StatusOr<std::vector<uint8_t>> (*)(const Plan& plan, const std::string& target);
+
+// As above, for a model compiled in memory: where a GPU backend that would be
+// tried lacks kernels and its device is here, `compile` makes them for that
+// device (added to program.kernels) before the backend starts. Only the
+// backend that runs compiles: "auto" stops at the first GPU that starts.
+absl::StatusOr<SelectedBackend> CreateExecutor(Program& program, const BackendOptions& options,
+                                               KernelCompiler compile);
 
 // A device's two ceilings, measured by a probe on it (`kiln bench --probe`):
 // copy bandwidth (bytes read + written per second) and matrix FLOP/s.

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "runtime/backend/backend.h"
@@ -19,6 +20,12 @@ namespace kiln::cuda {
 // Unavailable (with the reason) when there is no driver, no such device,
 // no cuda kernels in the program, or kernels for an SM this GPU cannot run.
 absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const Program& program, const BackendOptions& options);
+
+// The codegen target ("cuda:sm_90") whose kernels run on options.device, for a
+// model compiled in memory: the GPU's own SM where codegen has it, else
+// sm_80's PTX (JIT-compiled by the driver). Unavailable without a driver or
+// device, or below sm_80.
+absl::StatusOr<std::string> CudaTargetOfDevice(const BackendOptions& options);
 
 }  // namespace kiln::cuda
 

@@ -902,6 +902,13 @@ absl::StatusOr<std::vector<KernelTime>> VulkanExecutor::ProfileStep(const StepBa
   return times;
 }
 
+// Why "auto" passes over a CPU implementation of Vulkan (lavapipe).
+absl::Status CpuImplementation(int index, const VulkanDevice& dev) {
+  return absl::UnavailableError(absl::StrCat("device ", index, " (", dev.props().deviceName,
+                                             ") is a CPU implementation of Vulkan; the CPU executor is faster "
+                                             "(--backend vulkan uses it anyway)"));
+}
+
 absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const uint8_t> bundle) {
   absl::StatusOr<std::vector<SpirvModule>> modules = ParseBundle(bundle);
   if (!modules.ok()) return modules.status();
@@ -938,11 +945,7 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
     dispatches_.pop_back();
   }
   if (dev_.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
-    if (options_.skip_cpu_devices) {
-      return absl::UnavailableError(absl::StrCat("device ", options_.device, " (", dev_.props().deviceName,
-                                                 ") is a CPU implementation of Vulkan; the CPU executor is faster "
-                                                 "(--backend vulkan uses it anyway)"));
-    }
+    if (options_.skip_cpu_devices) return CpuImplementation(options_.device, dev_);
     max_attention_splits_ = 4;
   }
   if (options_.max_attention_splits != 0) {
@@ -1134,6 +1137,15 @@ absl::StatusOr<std::unique_ptr<Executor>> CreateVulkanExecutor(const Program& pr
   vk.max_kv_pages = options.max_kv_pages;
   vk.skip_cpu_devices = options.backend == "auto";
   return CreateVulkanExecutor(program.plan, program.weights, kernels->bytes, vk);
+}
+
+absl::StatusOr<std::string> VulkanTargetOfDevice(const BackendOptions& options) {
+  VulkanDevice dev;
+  if (absl::Status s = dev.Open(options.device); !s.ok()) return s;
+  if (dev.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && options.backend == "auto") {
+    return CpuImplementation(options.device, dev);
+  }
+  return std::string("vulkan");
 }
 
 }  // namespace kiln::vulkan

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "runtime/backend/backend.h"
@@ -47,5 +48,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CreateVulkanExecutor(const Plan& plan,
 
 // The backend table's entry: the program's "vulkan" kernels on BackendOptions::device.
 absl::StatusOr<std::unique_ptr<Executor>> CreateVulkanExecutor(const Program& program, const BackendOptions& options);
+
+// "vulkan" where options.device opens, for a model compiled in memory;
+// Unavailable without a loader or device, and under "auto" for a CPU
+// implementation of Vulkan (lavapipe), which the CPU executor outruns.
+absl::StatusOr<std::string> VulkanTargetOfDevice(const BackendOptions& options);
 
 }  // namespace kiln::vulkan

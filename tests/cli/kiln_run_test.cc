@@ -120,6 +120,53 @@ TEST(KilnRun, AutoBackendSaysWhatItPickedAndWhy) {
   EXPECT_THAT(prof.output, HasSubstr("paged_attention"));
 }
 
+// A GGUF run directly is compiled in memory; so are the kernels of the GPU
+// backend that starts, and only of that one: --backend vulkan compiles
+// SPIR-V and runs it (CI: on lavapipe), "auto" compiles nothing for a GPU
+// it passes over (lavapipe, no CUDA driver) and says why in the device's
+// words, and --backend cuda without a GPU names what is missing.
+TEST(KilnRun, GgufCompilesKernelsForTheGpuThatRuns) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  KILN_REQUIRE_TESTDATA(golden_path, "golden/stories260K/p03_one_day_a_cat.json");
+  const JsonValue golden = ReadJsonOrDie(golden_path);
+  const std::vector<int64_t> want = Ints(golden.Find("generated_token_ids"));
+  const std::string prompt = golden.Find("prompt")->string_value();
+  const std::string run = "run " + Quote(model.string()) + " -p " + Quote(prompt) + " -n 64 --temp 0 --output-format json";
+
+  const testing::CommandResult autorun = RunKiln(run);
+  ASSERT_EQ(autorun.exit_code, 0) << autorun.output;
+  absl::StatusOr<JsonValue> a = JsonLine(autorun.output);
+  ASSERT_TRUE(a.ok()) << autorun.output;
+  EXPECT_EQ(Ints(a->Find("ids")), want);
+  if (a->Find("backend")->string_value().rfind("cpu", 0) == 0) {
+    EXPECT_THAT(autorun.output, ::testing::Not(HasSubstr("kernels in memory"))) << "compiled for a GPU it did not use";
+    EXPECT_THAT(autorun.output, ::testing::Not(HasSubstr("has no vulkan kernels"))) << "the reason is not the device's";
+  } else {
+    EXPECT_THAT(autorun.output, HasSubstr("kernels in memory"));
+  }
+
+  const testing::CommandResult vk = RunKiln(run + " --backend vulkan");
+  if (vk.exit_code != 0 && vk.output.find("no Vulkan") != std::string::npos) {
+    GTEST_SKIP() << "no Vulkan device: " << vk.output;
+  }
+  ASSERT_EQ(vk.exit_code, 0) << vk.output;
+  EXPECT_THAT(vk.output, HasSubstr("kiln: compiling vulkan kernels in memory"));
+  absl::StatusOr<JsonValue> v = JsonLine(vk.output);
+  ASSERT_TRUE(v.ok()) << vk.output;
+  EXPECT_EQ(Ints(v->Find("ids")), want);
+  EXPECT_EQ(v->Find("backend")->string_value().rfind("vulkan", 0), 0u) << v->Find("backend")->string_value();
+
+  const testing::CommandResult cu = RunKiln(run + " --backend cuda");
+  if (cu.exit_code != 0) {
+    EXPECT_THAT(cu.output, ::testing::Not(HasSubstr("compile it with --target"))) << cu.output;
+    EXPECT_THAT(cu.output, ::testing::AnyOf(HasSubstr("CUDA driver"), HasSubstr("CUDA device"), HasSubstr("unbuilt")))
+        << cu.output;
+  } else {
+    EXPECT_THAT(cu.output, HasSubstr("kiln: compiling cuda:sm_"));
+  }
+}
+
 TEST(KilnRun, StreamsTextAndReportsSpeed) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");

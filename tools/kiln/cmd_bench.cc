@@ -178,7 +178,7 @@ int RunBench(int argc, char** argv) {
   const int64_t pages_per_seq = (positions + program->plan.pool.page_size - 1) / program->plan.pool.page_size;
   options.num_pages = batch * pages_per_seq;
   const auto load_start = Clock::now();
-  absl::StatusOr<SelectedBackend> selected = CreateExecutor(*program, options);
+  absl::StatusOr<SelectedBackend> selected = StartBackend(*program, options);
   if (!selected.ok()) return Fail("bench", std::string(selected.status().message()));
   Executor& ex = *selected->executor;
   const double load_s = std::chrono::duration<double>(Clock::now() - load_start).count();

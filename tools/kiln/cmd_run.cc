@@ -135,7 +135,7 @@ int RunRun(int argc, char** argv) {
   exec_options.device = static_cast<int>(*device);
   exec_options.threads = static_cast<int>(*threads);
   exec_options.num_pages = (total + program->plan.pool.page_size - 1) / program->plan.pool.page_size;
-  absl::StatusOr<SelectedBackend> selected = CreateExecutor(*program, exec_options);
+  absl::StatusOr<SelectedBackend> selected = StartBackend(*program, exec_options);
   if (!selected.ok()) return Fail("run", std::string(selected.status().message()));
   if (!selected->reason.empty()) {
     std::fprintf(stderr, "kiln: backend %s (%s)\n", selected->executor->Describe().c_str(), selected->reason.c_str());
@@ -169,7 +169,7 @@ int RunRun(int argc, char** argv) {
       draft_options.backend = (*executor)->BackendName();
       draft_options.num_pages =
           (total + *draft_max + draft_program->plan.pool.page_size) / draft_program->plan.pool.page_size;
-      absl::StatusOr<SelectedBackend> d = CreateExecutor(*draft_program, draft_options);
+      absl::StatusOr<SelectedBackend> d = StartBackend(*draft_program, draft_options);
       if (!d.ok()) return Fail("run", absl::StrCat("draft: ", d.status().message()));
       draft_executor = std::move(d->executor);
       source = std::make_unique<DraftModel>(*draft_executor, gen.sampling);

@@ -123,7 +123,7 @@ int RunServe(int argc, char** argv) {
     exec_options.gpu_kv_fraction *= share;
     exec_options.cpu_kv_fraction *= share;
   }
-  absl::StatusOr<SelectedBackend> selected = CreateExecutor(*program, exec_options);
+  absl::StatusOr<SelectedBackend> selected = StartBackend(*program, exec_options);
   if (!selected.ok()) return Fail("serve", std::string(selected.status().message()));
   const int64_t pages = selected->executor->num_pages();
   if (!selected->reason.empty()) {
@@ -152,7 +152,7 @@ int RunServe(int argc, char** argv) {
     draft_options.backend = (*executor)->BackendName();
     draft_options.gpu_kv_fraction = draft_options.cpu_kv_fraction = 0;
     draft_options.num_pages = (pages * pool.page_size + running * draft_max + draft_page - 1) / draft_page;
-    absl::StatusOr<SelectedBackend> d = CreateExecutor(*draft_program, draft_options);
+    absl::StatusOr<SelectedBackend> d = StartBackend(*draft_program, draft_options);
     if (!d.ok()) return Fail("serve", absl::StrCat("draft: ", d.status().message()));
     draft_executor = std::move(d->executor);
     draft_kv = std::make_unique<KvPageManager>(draft_options.num_pages, draft_page);

@@ -2,9 +2,13 @@
 // name (argv[0] is the subcommand) and returns the process exit code.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/backend/backend.h"
+#include "runtime/executor/plan.h"
 
 namespace kiln::cli {
 
@@ -24,6 +28,11 @@ using InMemoryCompiler = absl::StatusOr<std::string> (*)(const std::string& mode
 void SetInMemoryCompiler(InMemoryCompiler compiler);
 absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const std::string& quant,
                                               const std::string& overrides);
+// Compiles a plan's kernels for one GPU target in memory (codegen), saying so
+// on stderr; main() hands it to the backend start of a model compiled in
+// memory, so `kiln run model.gguf` runs on the GPU that is here.
+absl::StatusOr<std::vector<uint8_t>> CompileKernelsInMemory(const Plan& plan, const std::string& target);
+void SetInMemoryKernelCompiler(KernelCompiler compiler);
 // compile in a runtime-only kiln: says where to compile instead.
 int RunCompileAbsent(int argc, char** argv);
 

@@ -8,7 +8,15 @@
 namespace kiln::cli {
 namespace {
 InMemoryCompiler g_compiler = nullptr;
+KernelCompiler g_kernel_compiler = nullptr;
 }  // namespace
+
+void SetInMemoryKernelCompiler(KernelCompiler compiler) { g_kernel_compiler = compiler; }
+
+absl::StatusOr<SelectedBackend> StartBackend(Program& program, const BackendOptions& options) {
+  if (program.artifact != nullptr) return CreateExecutor(program, options);
+  return CreateExecutor(program, options, g_kernel_compiler);
+}
 
 void SetInMemoryCompiler(InMemoryCompiler compiler) { g_compiler = compiler; }
 

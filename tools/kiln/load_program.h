@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "runtime/backend/backend.h"
 #include "runtime/executor/program.h"
 
 namespace kiln::cli {
@@ -15,5 +16,10 @@ namespace kiln::cli {
 // `weights` is the model file a program-only artifact binds its weights from.
 absl::StatusOr<Program> LoadProgram(const std::string& model, const std::string& quant = "",
                                     const std::string& overrides = "", const std::string& weights = "");
+
+// Starts the backend for `program` (CreateExecutor). A model compiled in
+// memory gets the kernels of the GPU backend that starts compiled here too,
+// when this kiln has the compiler (commands.h: SetInMemoryKernelCompiler).
+absl::StatusOr<SelectedBackend> StartBackend(Program& program, const BackendOptions& options);
 
 }  // namespace kiln::cli

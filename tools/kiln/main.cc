@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   }
 #ifdef KILN_HAVE_COMPILER
   kiln::cli::SetInMemoryCompiler(kiln::cli::CompileToPlanJson);
+  kiln::cli::SetInMemoryKernelCompiler(kiln::cli::CompileKernelsInMemory);
 #endif
   for (const Command& c : kCommands) {
     if (std::string(argv[1]) == c.name) return c.run(argc - 1, argv + 1);
