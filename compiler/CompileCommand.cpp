@@ -1,7 +1,12 @@
 //===- CompileCommand.cpp - `kiln compile` --------------------------------===//
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include <unistd.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -37,6 +42,22 @@ absl::StatusOr<std::vector<uint8_t>> CompileKernelsInMemory(const Plan& plan, co
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return kernels;
 }
+
+namespace {
+
+// The artifact is written to OUT.part and renamed: both must be possible.
+absl::Status CheckWritable(const std::string& out) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(out, ec)) return absl::InvalidArgumentError(absl::StrCat(out, ": is a directory"));
+  const std::string part = out + ".part";
+  std::FILE* f = std::fopen(part.c_str(), "wb");
+  if (f == nullptr) return absl::PermissionDeniedError(absl::StrCat(part, ": cannot create: ", std::strerror(errno)));
+  std::fclose(f);
+  std::remove(part.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 int RunCompile(int argc, char** argv) {
   ArgParser args("compile", "Imports a model (GGUF file or Hugging Face folder), runs kiln's passes (fusion,\n"
@@ -104,6 +125,10 @@ int RunCompile(int argc, char** argv) {
   }
   absl::StatusOr<int64_t> max_context = args.GetInt("max-context");
   if (!max_context.ok()) return Fail("compile", std::string(max_context.status().message()));
+  // A bad -o fails now, not after minutes of compiling a big model.
+  if (args.Has("output")) {
+    if (absl::Status s = CheckWritable(args.Get("output")); !s.ok()) return Fail("compile", std::string(s.message()));
+  }
 
   absl::StatusOr<compiler::CompiledModel> compiled =
       compiler::CompileModel(args.Get("MODEL"), options, *max_context);
@@ -148,9 +173,16 @@ int RunCompile(int argc, char** argv) {
     contents.kernels.emplace_back(t, *std::move(kernels));
   }
   const std::string out = args.Get("output");
-  if (absl::Status s = WriteArtifact(out, contents, [](size_t done, size_t total) {
-        std::fprintf(stderr, "\rwriting weights %zu/%zu", done, total);
-        if (done == total) std::fprintf(stderr, "\n");
+  // A terminal gets one line rewritten in place; a log (CI, a pipe) a line
+  // at each quarter.
+  const bool tty = isatty(fileno(stderr)) != 0;
+  if (absl::Status s = WriteArtifact(out, contents, [tty](size_t done, size_t total) {
+        if (tty) {
+          std::fprintf(stderr, "\rwriting weights %zu/%zu", done, total);
+          if (done == total) std::fprintf(stderr, "\n");
+        } else if (done == total || done * 4 / total != (done - 1) * 4 / total) {
+          std::fprintf(stderr, "writing weights %zu/%zu\n", done, total);
+        }
       });
       !s.ok()) {
     return Fail("compile", std::string(s.message()));

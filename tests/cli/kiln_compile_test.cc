@@ -113,6 +113,15 @@ TEST(KilnCompile, RejectsBadOptions) {
   r = RunKiln("compile " + Quote(model.string()) + " --buckets 1,zero");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("--buckets: 'zero' is not a positive token count"));
+  // An -o that cannot be written fails before the compile, not after it.
+  const std::filesystem::path dir = testing::ScratchDir("compile_bad_output");
+  r = RunKiln("compile " + Quote(model.string()) + " -o " + Quote((dir / "missing" / "m.kiln").string()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("m.kiln.part: cannot create: No such file or directory"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("kernel launches per step"))) << "compiled before failing";
+  r = RunKiln("compile " + Quote(model.string()) + " -o " + Quote(dir.string()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr(": is a directory"));
 }
 
 // A copy of `source` with its metadata and tensors, minus `drop`, with
