@@ -19,6 +19,7 @@
 #include "runtime/util/json.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/kernel_cache.h"
 
 namespace kiln::cli {
 
@@ -33,13 +34,25 @@ absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const st
   return compiled->plan_json;
 }
 
-absl::StatusOr<std::vector<uint8_t>> CompileKernelsInMemory(const Plan& plan, const std::string& target) {
-  std::fprintf(stderr, "kiln: compiling %s kernels in memory (kiln compile --target %s -o X.kiln does it once)...",
+absl::StatusOr<std::vector<uint8_t>> CompileKernelsInMemory(const Program& program, const std::string& target) {
+  const std::string cached = KernelCachePath(program.plan_json, target);
+  if (absl::StatusOr<std::vector<uint8_t>> bytes = ReadCachedKernels(cached); bytes.ok()) {
+    std::fprintf(stderr, "kiln: %s kernels from the cache (%s)\n", target.c_str(), cached.c_str());
+    return bytes;
+  }
+  // Whole lines: codegen may print notes meanwhile.
+  std::fprintf(stderr, "kiln: compiling %s kernels in memory (kiln compile --target %s -o X.kiln does it once)\n",
                target.c_str(), target.c_str());
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::vector<uint8_t>> kernels = codegen::GenerateKernels(plan, target);
-  std::fprintf(stderr, kernels.ok() ? " done (%.2f s)\n" : "\n",
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  absl::StatusOr<std::vector<uint8_t>> kernels = codegen::GenerateKernels(program.plan, target);
+  if (kernels.ok()) {
+    std::fprintf(stderr, "kiln: %s kernels compiled in %.2f s, kept in %s\n", target.c_str(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), cached.c_str());
+    // A cache that cannot be written costs the next run a compile, nothing more.
+    if (absl::Status s = WriteCachedKernels(cached, *kernels); !s.ok()) {
+      std::fprintf(stderr, "kiln: not cached: %s\n", std::string(s.message()).c_str());
+    }
+  }
   return kernels;
 }
 

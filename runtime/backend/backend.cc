@@ -65,7 +65,7 @@ absl::Status CompileKernelsHere(const GpuBackend& gpu, const BackendOptions& opt
   }
   absl::StatusOr<std::string> target = gpu.target(options);
   if (!target.ok()) return target.status();
-  absl::StatusOr<std::vector<uint8_t>> bytes = compile(into->plan, *target);
+  absl::StatusOr<std::vector<uint8_t>> bytes = compile(*into, *target);
   if (absl::IsUnimplemented(bytes.status())) return absl::UnavailableError(bytes.status().message());
   if (!bytes.ok()) return bytes.status();
   into->kernels.push_back(KernelBundle{*target, *std::move(bytes)});

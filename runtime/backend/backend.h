@@ -40,9 +40,9 @@ struct SelectedBackend {
 // the program, wrong SM) is an error that says why; "auto" falls back.
 absl::StatusOr<SelectedBackend> CreateExecutor(const Program& program, const BackendOptions& options);
 
-// Compiles a plan's kernels for a codegen target ("cuda:sm_90", "vulkan"):
+// Compiles a program's kernels for a codegen target ("cuda:sm_90", "vulkan"):
 // codegen, which only a kiln built with the compiler links.
-using KernelCompiler = absl::StatusOr<std::vector<uint8_t>> (*)(const Plan& plan, const std::string& target);
+using KernelCompiler = absl::StatusOr<std::vector<uint8_t>> (*)(const Program& program, const std::string& target);
 
 // As above, for a model compiled in memory: where a GPU backend that would be
 // tried lacks kernels and its device is here, `compile` makes them for that

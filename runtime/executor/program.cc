@@ -112,6 +112,7 @@ absl::StatusOr<Program> LoadGgufProgram(const std::string& path, const std::stri
   absl::StatusOr<Plan> plan = ParsePlan(plan_json);
   if (!plan.ok()) return plan.status();
   program.plan = *std::move(plan);
+  program.plan_json = plan_json;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromGguf(*program.gguf);
   if (!tokenizer.ok()) return tokenizer.status();
   program.tokenizer = *std::move(tokenizer);

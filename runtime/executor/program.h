@@ -33,6 +33,9 @@ struct Program {
   std::unique_ptr<Tokenizer> tokenizer;
   std::string description;  // what was loaded, for messages
   std::vector<KernelBundle> kernels;
+  // The plan as compiled, for a model compiled in memory (the key of the
+  // kernels compiled for it); empty for an artifact.
+  std::string plan_json;
 
   // The bundle whose target is `target` or starts with it ("cuda" matches
   // "cuda:sm_90"); nullptr when the program has none.

@@ -133,6 +133,8 @@ TEST(KilnRun, GgufCompilesKernelsForTheGpuThatRuns) {
   const std::vector<int64_t> want = Ints(golden.Find("generated_token_ids"));
   const std::string prompt = golden.Find("prompt")->string_value();
   const std::string run = "run " + Quote(model.string()) + " -p " + Quote(prompt) + " -n 64 --temp 0 --output-format json";
+  const std::filesystem::path cache = testing::ScratchDir("run_kernel_cache");
+  ::setenv("XDG_CACHE_HOME", cache.c_str(), 1);
 
   const testing::CommandResult autorun = RunKiln(run);
   ASSERT_EQ(autorun.exit_code, 0) << autorun.output;
@@ -156,6 +158,25 @@ TEST(KilnRun, GgufCompilesKernelsForTheGpuThatRuns) {
   ASSERT_TRUE(v.ok()) << vk.output;
   EXPECT_EQ(Ints(v->Find("ids")), want);
   EXPECT_EQ(v->Find("backend")->string_value().rfind("vulkan", 0), 0u) << v->Find("backend")->string_value();
+
+  // Run again: the kernels come from the cache; damaged, they are compiled again.
+  const testing::CommandResult again = RunKiln(run + " --backend vulkan");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_THAT(again.output, HasSubstr("kiln: vulkan kernels from the cache"));
+  EXPECT_THAT(again.output, ::testing::Not(HasSubstr("compiling vulkan kernels")));
+  EXPECT_EQ(Ints(JsonLine(again.output)->Find("ids")), want);
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(cache / "kiln" / "kernels")) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  {
+    std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x5a');
+  }
+  const testing::CommandResult damaged = RunKiln(run + " --backend vulkan");
+  ASSERT_EQ(damaged.exit_code, 0) << damaged.output;
+  EXPECT_THAT(damaged.output, HasSubstr("kiln: compiling vulkan kernels in memory"));
+  EXPECT_EQ(Ints(JsonLine(damaged.output)->Find("ids")), want);
 
   const testing::CommandResult cu = RunKiln(run + " --backend cuda");
   if (cu.exit_code != 0) {

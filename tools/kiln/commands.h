@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/backend/backend.h"
-#include "runtime/executor/plan.h"
+#include "runtime/executor/program.h"
 
 namespace kiln::cli {
 
@@ -31,7 +31,9 @@ absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const st
 // Compiles a plan's kernels for one GPU target in memory (codegen), saying so
 // on stderr; main() hands it to the backend start of a model compiled in
 // memory, so `kiln run model.gguf` runs on the GPU that is here.
-absl::StatusOr<std::vector<uint8_t>> CompileKernelsInMemory(const Plan& plan, const std::string& target);
+// Kernels compiled before for the same plan, target and kiln binary come
+// from a cache (KernelCachePath).
+absl::StatusOr<std::vector<uint8_t>> CompileKernelsInMemory(const Program& program, const std::string& target);
 void SetInMemoryKernelCompiler(KernelCompiler compiler);
 // compile in a runtime-only kiln: says where to compile instead.
 int RunCompileAbsent(int argc, char** argv);

@@ -1,0 +1,89 @@
+#include "tools/kiln/kernel_cache.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/artifact/xxhash64.h"
+
+namespace kiln::cli {
+namespace {
+
+// File layout: magic, XXH64 of the bytes, the bytes.
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'K', 'C', '0', '1'};
+
+uint64_t HashText(const std::string& text, uint64_t seed) {
+  return Xxh64Hash(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()), seed);
+}
+
+}  // namespace
+
+std::string KernelCacheDir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const std::string base = xdg != nullptr && *xdg != '\0' ? std::string(xdg)
+                                                          : std::string(home != nullptr ? home : "/tmp") + "/.cache";
+  return base + "/kiln/kernels";
+}
+
+std::string KernelCachePath(const std::string& plan_json, const std::string& target) {
+  struct stat st {};
+  std::string binary = "unknown";
+  if (::stat("/proc/self/exe", &st) == 0) {
+    binary = absl::StrCat(st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
+  }
+  const uint64_t key = HashText(plan_json, HashText(absl::StrCat(target, "|", binary), 0));
+  std::string name = target;
+  for (char& c : name) {
+    if (c == ':') c = '-';
+  }
+  return absl::StrFormat("%s/%s-%016x.bin", KernelCacheDir(), name, key);
+}
+
+absl::StatusOr<std::vector<uint8_t>> ReadCachedKernels(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": not cached"));
+  std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (file.size() < 16 || std::memcmp(file.data(), kMagic, 8) != 0) {
+    return absl::NotFoundError(absl::StrCat(path, ": not a kernel cache file"));
+  }
+  uint64_t sum = 0;
+  std::memcpy(&sum, file.data() + 8, 8);
+  std::vector<uint8_t> bytes(file.begin() + 16, file.end());
+  if (Xxh64Hash(bytes) != sum) return absl::NotFoundError(absl::StrCat(path, ": damaged (checksum)"));
+  return bytes;
+}
+
+absl::Status WriteCachedKernels(const std::string& path, std::span<const uint8_t> bytes) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec) return absl::PermissionDeniedError(absl::StrCat(path, ": cannot create its folder: ", ec.message()));
+  const std::string tmp = absl::StrCat(path, ".", ::getpid(), ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    const uint64_t sum = Xxh64Hash(bytes);
+    out.write(kMagic, 8);
+    out.write(reinterpret_cast<const char*>(&sum), 8);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!out) {
+      std::remove(tmp.c_str());
+      return absl::DataLossError(absl::StrCat(tmp, ": cannot write"));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return absl::PermissionDeniedError(absl::StrCat(path, ": cannot rename into place: ", why));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kiln::cli
