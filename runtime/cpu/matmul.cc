@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_format.h"
+#include "runtime/cpu/q8_dot.h"
 #include "runtime/cpu/row_dot.h"
 
 namespace kiln::cpu {
@@ -34,7 +36,7 @@ CpuIsa MatmulIsa(const WeightStorage& storage, CpuIsa requested) {
 }
 
 absl::Status Matmul(const float* x, int64_t tokens, const WeightMatrix& w, float* y,
-                    ThreadPool& pool, CpuIsa isa) {
+                    ThreadPool& pool, CpuIsa isa, Activations activations) {
   if (!IsSupported(w.storage)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("Matmul: storage %s is not supported", w.storage.Name()));
@@ -57,8 +59,39 @@ absl::Status Matmul(const float* x, int64_t tokens, const WeightMatrix& w, float
   if (x == nullptr || y == nullptr || w.data == nullptr) {
     return absl::InvalidArgumentError("Matmul: null buffer");
   }
-  const RowDotFn dot = FindRowDot(w.storage, MatmulIsa(w.storage, isa));
   const int64_t k = w.cols, n = w.rows, stride = static_cast<int64_t>(*row_bytes);
+  if (RowDotQ8Fn q8 = activations == Activations::kInt8 && MatmulIsa(w.storage, isa) == CpuIsa::kAvx2 &&
+                              !w.storage.grouped && k % 32 == 0
+                          ? Q8RowDot(w.storage.ggml)
+                          : nullptr) {
+    // The codes live per calling thread: executors run one launch at a time.
+    thread_local std::vector<int8_t> codes;
+    thread_local std::vector<float> scales;
+    thread_local std::vector<float> sums;
+    codes.resize(tokens * k);
+    scales.resize(tokens * k / 32);
+    sums.resize(tokens * k / 32);
+    // The workers see this thread's buffers through these pointers (a
+    // thread_local named in the lambda would be the worker's own).
+    int8_t* const q = codes.data();
+    float* const d = scales.data();
+    float* const s = sums.data();
+    pool.ParallelFor(tokens, 1, [&](int64_t begin, int64_t end) {
+      QuantizeQ8(x + begin * k, end - begin, k, q + begin * k, d + begin * k / 32, s + begin * k / 32);
+    });
+    // A few chunks a thread: the integer rows are quick enough that handing
+    // out 16 at a time cost more than it balanced.
+    const int64_t grain = std::max(kRowChunk, (n + 4 * pool.num_threads() - 1) / (4 * pool.num_threads()));
+    pool.ParallelFor(n, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t t0 = 0; t0 < tokens; t0 += kTokenTile) {
+        const int64_t tile = std::min(kTokenTile, tokens - t0);
+        const Q8Rows xq{q + t0 * k, d + t0 * k / 32, s + t0 * k / 32, k};
+        for (int64_t r = begin; r < end; ++r) q8(w.data + r * stride, k, xq, tile, y + t0 * n + r, n);
+      }
+    });
+    return absl::OkStatus();
+  }
+  const RowDotFn dot = FindRowDot(w.storage, MatmulIsa(w.storage, isa));
   const int64_t group = w.storage.group;
   pool.ParallelFor(n, kRowChunk, [&](int64_t begin, int64_t end) {
     for (int64_t t0 = 0; t0 < tokens; t0 += kTokenTile) {

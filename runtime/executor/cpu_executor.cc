@@ -15,6 +15,7 @@
 #include "runtime/cpu/elementwise.h"
 #include "runtime/cpu/matmul.h"
 #include "runtime/cpu/norm.h"
+#include "runtime/cpu/q8_dot.h"
 #include "runtime/cpu/rope.h"
 #include "runtime/cpu/rows.h"
 #include "runtime/executor/launch_rope.h"
@@ -44,6 +45,7 @@ uint64_t AvailableRamBytes() {
 absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(Plan plan, const WeightSource& weights,
                                                                   const CpuExecutorOptions& options) {
   std::unique_ptr<CpuExecutor> ex(new CpuExecutor(std::move(plan), options.threads));
+  ex->activations_ = options.activations;
   const Plan& p = ex->plan_;
   for (const PlanWeight& w : p.weights) {
     absl::StatusOr<WeightBytes> src = weights(w.name);
@@ -97,7 +99,13 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(Plan plan, cons
 }
 
 std::string CpuExecutor::Describe() const {
-  return absl::StrFormat("cpu (%s, %d threads)", cpu::CpuIsaName(cpu::DetectCpuIsa()), pool_.num_threads());
+  // Whether quantised weights meet int8 activations (the integer kernels) here.
+  bool int8 = false;
+  if (activations_ == cpu::Activations::kInt8 && cpu::DetectCpuIsa() == cpu::CpuIsa::kAvx2) {
+    for (const auto& [name, w] : weights_) int8 = int8 || (!w.storage.grouped && cpu::Q8RowDot(w.storage.ggml));
+  }
+  return absl::StrFormat("cpu (%s, %d threads%s)", cpu::CpuIsaName(cpu::DetectCpuIsa()), pool_.num_threads(),
+                         int8 ? ", int8 activations" : "");
 }
 
 absl::StatusOr<std::span<const float>> CpuExecutor::Step(const StepBatch& batch) {
@@ -136,6 +144,10 @@ absl::Status CpuExecutor::RunLaunch(const PlanLaunch& l, const StepBatch& batch,
     return it == weights_.end() ? nullptr : &it->second;
   };
   auto matrix = [](const BoundWeight& w) { return cpu::WeightMatrix{w.storage, w.data, w.rows, w.cols}; };
+  // y = x W^T for `rows` token rows, with this executor's activations.
+  auto matmul = [&](const float* x, int64_t rows, const BoundWeight& w, float* y) {
+    return cpu::Matmul(x, rows, matrix(w), y, pool_, cpu::DetectCpuIsa(), activations_);
+  };
   auto vec = [](const BoundWeight& w) { return reinterpret_cast<const float*>(w.data); };
 
   const std::string& op = l.op;
@@ -164,7 +176,7 @@ absl::Status CpuExecutor::RunLaunch(const PlanLaunch& l, const StepBatch& batch,
     if (!w || !in || !out) return LaunchError(l, "needs input, weight and result");
     const int64_t rows = rows_of("input");
     wrote("result", rows);
-    return cpu::Matmul(in, rows, matrix(*w), out, pool_);
+    return matmul(in, rows, *w, out);
   }
   if (op == "fused_matmul") {
     float* in = arena("input");
@@ -198,7 +210,7 @@ absl::Status CpuExecutor::RunLaunch(const PlanLaunch& l, const StepBatch& batch,
         const std::string role = absl::StrCat("result", i);
         float* out = arena(role);
         if (!out) return LaunchError(l, "missing " + role);
-        if (absl::Status s = cpu::Matmul(x, rows, matrix(*ws[i]), out, pool_); !s.ok()) return s;
+        if (absl::Status s = matmul(x, rows, *ws[i], out); !s.ok()) return s;
         wrote(role, rows);
       }
       return absl::OkStatus();
@@ -210,13 +222,13 @@ absl::Status CpuExecutor::RunLaunch(const PlanLaunch& l, const StepBatch& batch,
       if (ws.size() != 2) return LaunchError(l, "silu_mul needs two weights");
       float* gate = scratch;
       float* up = scratch + rows * n;
-      if (absl::Status s = cpu::Matmul(x, rows, matrix(*ws[0]), gate, pool_); !s.ok()) return s;
-      if (absl::Status s = cpu::Matmul(x, rows, matrix(*ws[1]), up, pool_); !s.ok()) return s;
+      if (absl::Status s = matmul(x, rows, *ws[0], gate); !s.ok()) return s;
+      if (absl::Status s = matmul(x, rows, *ws[1], up); !s.ok()) return s;
       cpu::SiluMul(gate, up, rows * n, out);
     } else if (*epilogue == "residual_add") {
       float* residual = arena("residual");
       if (!residual) return LaunchError(l, "residual_add needs a residual");
-      if (absl::Status s = cpu::Matmul(x, rows, matrix(*ws[0]), scratch, pool_); !s.ok()) return s;
+      if (absl::Status s = matmul(x, rows, *ws[0], scratch); !s.ok()) return s;
       cpu::Add(scratch, residual, rows * n, out);
     } else {
       return LaunchError(l, "unknown epilogue " + *epilogue);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/cpu/matmul.h"
 #include "runtime/cpu/rope.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/cpu/weight_storage.h"
@@ -27,6 +28,10 @@ struct CpuExecutorOptions {
   // the weights are bound, at most max_kv_pages; else one context's pages.
   double kv_fraction = 0;
   int64_t max_kv_pages = 0;
+  // Int8 activations for quantised weights where AVX2 has the integer
+  // kernels (cpu/matmul.h); kF32 for the exact reference (the GPU backends'
+  // kernel tests).
+  cpu::Activations activations = cpu::Activations::kInt8;
 };
 
 class CpuExecutor final : public Executor {
@@ -56,6 +61,7 @@ class CpuExecutor final : public Executor {
 
   Plan plan_;
   cpu::ThreadPool pool_;
+  cpu::Activations activations_ = cpu::Activations::kInt8;
   std::map<std::string, BoundWeight, std::less<>> weights_;
   std::vector<uint8_t> arena_;
   std::vector<float> kv_;  // [layer][page][slot][kv_head][head_dim], K then V halves per layer

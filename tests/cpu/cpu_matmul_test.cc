@@ -1,9 +1,11 @@
 // Tests of runtime/cpu/matmul.h: every storage against the reference decoder
 // (runtime/formats/quant.h) and a double-precision dot, at several shapes
 // (odd K in blocks, N = 1, 3, 17, T = 1, 5); the AVX2 path against the scalar
-// one; bitwise independence from the thread count and from T.
+// one; int8 activations against the product they quantise; bitwise
+// independence from the thread count and from T.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -75,9 +77,9 @@ std::vector<double> ReferenceMatmul(const std::vector<float>& x, int64_t t, cons
 }
 
 std::vector<float> RunMatmul(const std::vector<float>& x, int64_t t, const Weights& w,
-                             ThreadPool& pool, CpuIsa isa) {
+                             ThreadPool& pool, CpuIsa isa, Activations activations = Activations::kF32) {
   std::vector<float> y(static_cast<size_t>(t * w.n), -777.0f);
-  const absl::Status st = Matmul(x.data(), t, w.matrix(), y.data(), pool, isa);
+  const absl::Status st = Matmul(x.data(), t, w.matrix(), y.data(), pool, isa, activations);
   EXPECT_TRUE(st.ok()) << st;
   return y;
 }
@@ -136,6 +138,72 @@ TEST_P(MatmulTest, MatchesDequantizedReference) {
               std::string(CpuIsaName(MatmulIsa(s, CpuIsa::kAvx2))).c_str());
 }
 
+// The storages with integer kernels (q8_dot.h), on a CPU with AVX2.
+bool HasInt8Kernel(const WeightStorage& s) {
+  if (s.grouped || MatmulIsa(s, CpuIsa::kAvx2) != CpuIsa::kAvx2) return false;
+  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                     GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    if (s.ggml == t) return true;
+  }
+  return false;
+}
+
+// x as the integer kernels see it: per 32 elements d = max|x| / 127 and
+// q = x 127 / max|x| rounded to nearest even, both in f32, then d q.
+std::vector<float> QuantizedActivations(const std::vector<float>& x) {
+  std::vector<float> out(x.size());
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0;
+    for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f, inv = amax != 0.0f ? 127.0f / amax : 0.0f;
+    for (size_t i = b; i < b + 32; ++i) out[i] = static_cast<float>(static_cast<double>(d) * std::nearbyint(x[i] * inv));
+  }
+  return out;
+}
+
+// Bounds for int8 activations: against the product of the quantised
+// activations and the weights (what the integer sums compute exactly, up to
+// f32 scaling; measured worst 6.3e-6, q5_K), and against the unquantised
+// product (the activations' rounding, up to 1/254 of a block's largest
+// value an element, which random rows of N = 1 cancel down to: measured
+// worst 3.2e-2, q6_K).
+constexpr double kInt8VsQuantizedBound = 2e-5;
+constexpr double kInt8VsExactBound = 5e-2;
+
+// Int8 activations where the storage has an integer kernel (the f32 path's
+// bits elsewhere, and always with Activations::kF32).
+TEST_P(MatmulTest, Int8ActivationsMatchTheQuantisedProduct) {
+  const WeightStorage s = storage();
+  ThreadPool pool(2);
+  double worst_q = 0, worst_exact = 0;
+  uint32_t seed = 500;
+  for (int64_t k : RowLengths(s)) {
+    if (k % 32 != 0) continue;
+    for (int64_t n : {1, 3, 17}) {
+      for (int64_t t : {1, 5}) {
+        SCOPED_TRACE(::testing::Message() << s.Name() << " K=" << k << " N=" << n << " T=" << t);
+        const Weights w = MakeWeights(s, n, k, seed++);
+        const std::vector<float> x = Gaussian(static_cast<size_t>(t * k), seed++);
+        const std::vector<float> int8 = RunMatmul(x, t, w, pool, CpuIsa::kAvx2, Activations::kInt8);
+        if (!HasInt8Kernel(s)) {
+          EXPECT_TRUE(SameBits(int8, RunMatmul(x, t, w, pool, CpuIsa::kAvx2))) << "no integer kernel: the f32 path";
+          continue;
+        }
+        const double e_q = RelL2(ReferenceMatmul(QuantizedActivations(x), t, w), int8);
+        const double e_exact = RelL2(ReferenceMatmul(x, t, w), int8);
+        EXPECT_LE(e_q, kInt8VsQuantizedBound);
+        EXPECT_LE(e_exact, kInt8VsExactBound);
+        worst_q = std::max(worst_q, e_q);
+        worst_exact = std::max(worst_exact, e_exact);
+      }
+    }
+  }
+  if (HasInt8Kernel(s)) {
+    std::printf("[ measure  ] %-9s int8 activations: vs quantised x %.2e, vs exact %.2e\n", s.Name().c_str(),
+                worst_q, worst_exact);
+  }
+}
+
 // 1 thread and several: the same bits (each output is computed by the same
 // instructions; only which thread runs it changes).
 TEST_P(MatmulTest, ThreadCountIndependentBitwise) {
@@ -144,12 +212,14 @@ TEST_P(MatmulTest, ThreadCountIndependentBitwise) {
   const Weights w = MakeWeights(s, n, k, 99);
   const std::vector<float> x = Gaussian(static_cast<size_t>(t * k), 100);
   for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2}) {
-    ThreadPool one(1);
-    const std::vector<float> y1 = RunMatmul(x, t, w, one, isa);
-    for (int threads : {2, 3, 8}) {
-      ThreadPool many(threads);
-      EXPECT_TRUE(SameBits(y1, RunMatmul(x, t, w, many, isa)))
-          << CpuIsaName(isa) << " " << threads << " threads";
+    for (Activations a : {Activations::kF32, Activations::kInt8}) {
+      ThreadPool one(1);
+      const std::vector<float> y1 = RunMatmul(x, t, w, one, isa, a);
+      for (int threads : {2, 3, 8}) {
+        ThreadPool many(threads);
+        EXPECT_TRUE(SameBits(y1, RunMatmul(x, t, w, many, isa, a)))
+            << CpuIsaName(isa) << (a == Activations::kInt8 ? " int8 " : " ") << threads << " threads";
+      }
     }
   }
 }
@@ -164,12 +234,14 @@ TEST_P(MatmulTest, BatchInvariantBitwise) {
   const std::vector<float> x = Gaussian(static_cast<size_t>(t * k), 8);
   ThreadPool pool(2);
   for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2}) {
-    const std::vector<float> all = RunMatmul(x, t, w, pool, isa);
-    for (int64_t i = 0; i < t; ++i) {
-      const std::vector<float> xi(x.begin() + i * k, x.begin() + (i + 1) * k);
-      const std::vector<float> yi = RunMatmul(xi, 1, w, pool, isa);
-      EXPECT_TRUE(SameBits(yi, std::vector<float>(all.begin() + i * n, all.begin() + (i + 1) * n)))
-          << CpuIsaName(isa) << " token " << i;
+    for (Activations a : {Activations::kF32, Activations::kInt8}) {
+      const std::vector<float> all = RunMatmul(x, t, w, pool, isa, a);
+      for (int64_t i = 0; i < t; ++i) {
+        const std::vector<float> xi(x.begin() + i * k, x.begin() + (i + 1) * k);
+        const std::vector<float> yi = RunMatmul(xi, 1, w, pool, isa, a);
+        EXPECT_TRUE(SameBits(yi, std::vector<float>(all.begin() + i * n, all.begin() + (i + 1) * n)))
+            << CpuIsaName(isa) << (a == Activations::kInt8 ? " int8" : "") << " token " << i;
+      }
     }
   }
 }

@@ -71,6 +71,7 @@ class CudaGolden : public ::testing::Test {
   std::unique_ptr<Executor> Cpu(const Program& p) {
     CpuExecutorOptions o;
     o.num_pages = 32;
+    o.activations = cpu::Activations::kF32;  // the exact reference
     absl::StatusOr<std::unique_ptr<CpuExecutor>> ex = CpuExecutor::Create(p.plan, p.weights, o);
     EXPECT_TRUE(ex.ok()) << ex.status();
     return ex.ok() ? std::unique_ptr<Executor>(std::move(*ex)) : nullptr;

@@ -55,6 +55,7 @@ class CudaKernels : public ::testing::Test {
       program.kernels.push_back({target_, *kernels});
       CpuExecutorOptions cpu_options;
       cpu_options.threads = 1;
+      cpu_options.activations = cpu::Activations::kF32;  // the exact reference
       cpu_options.num_pages = num_pages;
       absl::StatusOr<std::unique_ptr<CpuExecutor>> cpu = CpuExecutor::Create(program.plan, program.weights, cpu_options);
       ASSERT_TRUE(cpu.ok()) << cpu.status();

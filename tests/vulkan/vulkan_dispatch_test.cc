@@ -106,6 +106,7 @@ absl::StatusOr<PrefilledPair> Prefilled(TestPlan& tp, int layers) {
   both.gpu = *std::move(gpu);
   CpuExecutorOptions cpu_options;
   cpu_options.num_pages = 16;
+  cpu_options.activations = cpu::Activations::kF32;  // the exact reference
   absl::StatusOr<std::unique_ptr<CpuExecutor>> cpu = CpuExecutor::Create(both.plan, tp.Source(), cpu_options);
   if (!cpu.ok()) return cpu.status();
   both.cpu = *std::move(cpu);

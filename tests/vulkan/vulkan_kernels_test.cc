@@ -37,6 +37,7 @@ void ExpectSameOutputs(const TestPlan& tp, int64_t result_region, int64_t width,
   ASSERT_TRUE(plan.ok()) << plan.status();
   CpuExecutorOptions cpu_options;
   cpu_options.num_pages = num_pages;
+  cpu_options.activations = cpu::Activations::kF32;  // the exact reference
   absl::StatusOr<std::unique_ptr<CpuExecutor>> cpu = CpuExecutor::Create(*plan, tp.Source(), cpu_options);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   std::string skip;

@@ -1,0 +1,42 @@
+// Integer dot products (internal to runtime/cpu): the activations of a
+// matmul are quantised once to int8 per 32 elements, x ~ d * q, and each
+// weight row is multiplied into them with AVX2's byte multiply-adds
+// (vpmaddubsw), its own codes kept as integers and its scales applied once
+// per 32 elements. Several times fewer instructions per weight than decoding
+// to f32 (row_dot_avx2.h), for what llama.cpp's CPU path also pays: the
+// activations' rounding (relative error ~1/254 of a block's largest value).
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/formats/ggml_types.h"
+
+namespace kiln::cpu {
+
+// Token rows of k activations (k a multiple of 32) as int8 blocks of 32:
+// row t's codes at q + t * k, its block scales at d + t * k / 32 and the
+// blocks' sums d * sum(q) at dsum + t * k / 32 (for weights with an offset).
+struct Q8Rows {
+  const int8_t* q = nullptr;
+  const float* d = nullptr;
+  const float* dsum = nullptr;
+  int64_t k = 0;
+};
+
+// Quantises `tokens` rows of x (row-major, k a multiple of 32): per block
+// d = max|x| / 127 and q = x / d rounded to nearest (ties to even). A row's
+// codes depend on that row alone. Needs AVX2 (callers hold a kernel of
+// Q8RowDot, which exists only there).
+void QuantizeQ8(const float* x, int64_t tokens, int64_t k, int8_t* q, float* d, float* dsum);
+
+// y[t * ldy] = the row's dot product with token row t of x, for t < tokens.
+// A token's result never depends on `tokens` (the same operations in the
+// same order), as for RowDotFn.
+using RowDotQ8Fn = void (*)(const uint8_t* row, int64_t k, const Q8Rows& x, int64_t tokens, float* y,
+                            int64_t ldy);
+
+// The integer kernel for `type` on this build and CPU (AVX2: q8_0, q4_0,
+// q4_1, q5_0, q5_1, q4_K, q5_K, q6_K), or nullptr.
+RowDotQ8Fn Q8RowDot(GgmlType type);
+
+}  // namespace kiln::cpu
