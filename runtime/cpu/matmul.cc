@@ -11,11 +11,20 @@
 namespace kiln::cpu {
 namespace {
 
-// Rows per parallel chunk, and tokens per pass over a chunk: a chunk's
-// weight rows are re-read for every token tile, so the tile keeps x in cache
-// while the rows are decoded again.
+// The fewest rows per parallel chunk, and tokens per pass over a chunk: a
+// chunk's weight rows are re-read for every token tile, so the tile keeps x
+// in cache while the rows are decoded again.
 constexpr int64_t kRowChunk = 16;
 constexpr int64_t kTokenTile = 16;
+
+// Rows per parallel chunk: a few chunks a thread (handing out 16 rows at a
+// time cost more than it balanced once rows got quick), and every row on the
+// calling thread when the whole product is too small to pay for waking the
+// others (stories260K's decode ran at half speed on two threads).
+int64_t RowGrain(int64_t n, int64_t k, int64_t tokens, int threads) {
+  if (n * k * tokens < (int64_t{1} << 17)) return n;
+  return std::max(kRowChunk, (n + 4 * threads - 1) / (4 * threads));
+}
 
 RowDotFn FindRowDot(const WeightStorage& s, CpuIsa isa) {
   if (s.grouped) return GroupedRowDot(*s.grouped, isa);
@@ -79,10 +88,7 @@ absl::Status Matmul(const float* x, int64_t tokens, const WeightMatrix& w, float
     pool.ParallelFor(tokens, 1, [&](int64_t begin, int64_t end) {
       QuantizeQ8(x + begin * k, end - begin, k, q + begin * k, d + begin * k / 32, s + begin * k / 32);
     });
-    // A few chunks a thread: the integer rows are quick enough that handing
-    // out 16 at a time cost more than it balanced.
-    const int64_t grain = std::max(kRowChunk, (n + 4 * pool.num_threads() - 1) / (4 * pool.num_threads()));
-    pool.ParallelFor(n, grain, [&](int64_t begin, int64_t end) {
+    pool.ParallelFor(n, RowGrain(n, k, tokens, pool.num_threads()), [&](int64_t begin, int64_t end) {
       for (int64_t t0 = 0; t0 < tokens; t0 += kTokenTile) {
         const int64_t tile = std::min(kTokenTile, tokens - t0);
         const Q8Rows xq{q + t0 * k, d + t0 * k / 32, s + t0 * k / 32, k};
@@ -93,7 +99,7 @@ absl::Status Matmul(const float* x, int64_t tokens, const WeightMatrix& w, float
   }
   const RowDotFn dot = FindRowDot(w.storage, MatmulIsa(w.storage, isa));
   const int64_t group = w.storage.group;
-  pool.ParallelFor(n, kRowChunk, [&](int64_t begin, int64_t end) {
+  pool.ParallelFor(n, RowGrain(n, k, tokens, pool.num_threads()), [&](int64_t begin, int64_t end) {
     for (int64_t t0 = 0; t0 < tokens; t0 += kTokenTile) {
       const int64_t tile = std::min(kTokenTile, tokens - t0);
       for (int64_t r = begin; r < end; ++r) {
