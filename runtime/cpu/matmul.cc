@@ -92,7 +92,7 @@ absl::Status Matmul(const float* x, int64_t tokens, const WeightMatrix& w, float
       for (int64_t t0 = 0; t0 < tokens; t0 += kTokenTile) {
         const int64_t tile = std::min(kTokenTile, tokens - t0);
         const Q8Rows xq{q + t0 * k, d + t0 * k / 32, s + t0 * k / 32, k};
-        for (int64_t r = begin; r < end; ++r) q8(w.data + r * stride, k, xq, tile, y + t0 * n + r, n);
+        q8(w.data + begin * stride, stride, end - begin, k, xq, tile, y + t0 * n + begin, n);
       }
     });
     return absl::OkStatus();

@@ -29,14 +29,16 @@ struct Q8Rows {
 // Q8RowDot, which exists only there).
 void QuantizeQ8(const float* x, int64_t tokens, int64_t k, int8_t* q, float* d, float* dsum);
 
-// y[t * ldy] = the row's dot product with token row t of x, for t < tokens.
-// A token's result never depends on `tokens` (the same operations in the
-// same order), as for RowDotFn.
-using RowDotQ8Fn = void (*)(const uint8_t* row, int64_t k, const Q8Rows& x, int64_t tokens, float* y,
-                            int64_t ldy);
+// y[t * ldy + r] = the dot product of row r (of `nrows`, row_bytes apart)
+// with token row t of x, for t < tokens. A result never depends on
+// `tokens`, `nrows` or the other rows (the same operations in the same
+// order), as for RowDotFn.
+using RowDotQ8Fn = void (*)(const uint8_t* rows, int64_t row_bytes, int64_t nrows, int64_t k, const Q8Rows& x,
+                            int64_t tokens, float* y, int64_t ldy);
 
-// The integer kernel for `type` on this build and CPU (AVX2: q8_0, q4_0,
-// q4_1, q5_0, q5_1, q4_K, q5_K, q6_K), or nullptr.
-RowDotQ8Fn Q8RowDot(GgmlType type);
+// The integer kernel for `type` on this build and CPU (AVX2, with AVX-VNNI
+// where present unless `vnni` is false: q8_0, q4_0, q4_1, q5_0, q5_1, q4_K,
+// q5_K, q6_K), or nullptr. Both variants give the same bits.
+RowDotQ8Fn Q8RowDot(GgmlType type, bool vnni = true);
 
 }  // namespace kiln::cpu

@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "runtime/cpu/matmul.h"
+#include "runtime/cpu/q8_dot.h"
 #include "runtime/cpu/weight_storage.h"
 #include "runtime/formats/quant.h"
 #include "tests/cpu/cpu_test_util.h"
@@ -202,6 +203,28 @@ TEST_P(MatmulTest, Int8ActivationsMatchTheQuantisedProduct) {
     std::printf("[ measure  ] %-9s int8 activations: vs quantised x %.2e, vs exact %.2e\n", s.Name().c_str(),
                 worst_q, worst_exact);
   }
+}
+
+// Where the CPU has AVX-VNNI, its kernels (one vpdpbusd for a byte multiply-
+// add and a word multiply-add) give AVX2's bits: neither saturates.
+TEST_P(MatmulTest, Int8VnniAndAvx2KernelsAgreeBitwise) {
+  const WeightStorage s = storage();
+  if (!HasInt8Kernel(s)) GTEST_SKIP() << s.Name() << " has no integer kernel here";
+  const RowDotQ8Fn vnni = Q8RowDot(s.ggml), avx2 = Q8RowDot(s.ggml, /*vnni=*/false);
+  ASSERT_NE(avx2, nullptr);
+  std::printf("[ measure  ] %s: %s\n", s.Name().c_str(), vnni == avx2 ? "no AVX-VNNI here" : "AVX-VNNI and AVX2");
+  const int64_t k = RowLengths(s).back(), n = 7, t = 6;
+  const Weights w = MakeWeights(s, n, k, 31);
+  const std::vector<float> x = Gaussian(static_cast<size_t>(t * k), 32);
+  std::vector<int8_t> q(static_cast<size_t>(t * k));
+  std::vector<float> d(static_cast<size_t>(t * k / 32)), ds(d.size());
+  QuantizeQ8(x.data(), t, k, q.data(), d.data(), ds.data());
+  const Q8Rows xq{q.data(), d.data(), ds.data(), k};
+  const int64_t row_bytes = static_cast<int64_t>(*s.RowBytes(k));
+  std::vector<float> a(static_cast<size_t>(t * n)), b(a.size());
+  vnni(w.bytes.data(), row_bytes, n, k, xq, t, a.data(), n);
+  avx2(w.bytes.data(), row_bytes, n, k, xq, t, b.data(), n);
+  EXPECT_TRUE(SameBits(a, b));
 }
 
 // 1 thread and several: the same bits (each output is computed by the same
