@@ -696,16 +696,6 @@ absl::StatusOr<Plan> MakePlan(const char* op, GgmlType type, size_t elems, size_
 
 }  // namespace
 
-void GetScaleMinK4(const uint8_t* t, int s, int* scale, int* min) {
-  if (s < 4) {
-    *scale = t[s] & 63;
-    *min = t[s + 4] & 63;
-  } else {
-    *scale = (t[s + 4] & 0x0F) | ((t[s - 4] >> 6) << 4);
-    *min = (t[s + 4] >> 4) | ((t[s] >> 6) << 4);
-  }
-}
-
 absl::Status Dequantize(GgmlType type, std::span<const uint8_t> src, std::span<float> dst) {
   const absl::StatusOr<Plan> plan = MakePlan("Dequantize", type, dst.size(), src.size());
   if (!plan.ok()) return plan.status();

@@ -24,8 +24,17 @@ absl::Status Dequantize(GgmlType type, std::span<const uint8_t> src, std::span<f
 absl::Status Quantize(GgmlType type, std::span<const float> src, std::span<uint8_t> dst);
 
 // The 6-bit scale and min of sub-block s (0..7) of a q4_K or q5_K block
-// from the block's 12 scale bytes `t` (ggml's get_scale_min_k4).
-void GetScaleMinK4(const uint8_t* t, int s, int* scale, int* min);
+// from the block's 12 scale bytes `t` (ggml's get_scale_min_k4). Inline:
+// the CPU's integer kernels take it once per 32 weights.
+inline void GetScaleMinK4(const uint8_t* t, int s, int* scale, int* min) {
+  if (s < 4) {
+    *scale = t[s] & 63;
+    *min = t[s + 4] & 63;
+  } else {
+    *scale = (t[s + 4] & 0x0F) | ((t[s - 4] >> 6) << 4);
+    *min = (t[s + 4] >> 4) | ((t[s] >> 6) << 4);
+  }
+}
 
 // kiln's own group-wise formats (what the compiler's quantize pass writes for
 // #kiln.storage<int4, group = G> and <int2, group = G>). A row is a sequence
