@@ -6,6 +6,7 @@
 #include "codegen/ptx/ptx_codegen.h"
 #endif
 #ifdef KILN_WITH_SPIRV
+#include "codegen/spirv/glslang_next.h"
 #include "codegen/spirv/spirv_codegen.h"
 #endif
 
@@ -19,6 +20,13 @@ absl::StatusOr<std::vector<uint8_t>> GenerateKernels(const Plan& plan, const std
   if (target == "vulkan") return spirv::GenerateVulkanKernels(plan);
 #endif
   return absl::UnimplementedError(absl::StrCat("this kiln was built without codegen for target '", target, "'"));
+}
+
+std::string GeneratorVariant(const std::string& target) {
+#ifdef KILN_WITH_SPIRV
+  if (target == "vulkan") return spirv::GlslangNextAvailable().ok() ? "glslang-next" : "glslang";
+#endif
+  return "";
 }
 
 }  // namespace kiln::codegen

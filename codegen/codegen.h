@@ -16,4 +16,9 @@ namespace kiln::codegen {
 // `target` is "cuda:sm_80", "cuda:sm_89", "cuda:sm_90" or "vulkan".
 absl::StatusOr<std::vector<uint8_t>> GenerateKernels(const Plan& plan, const std::string& target);
 
+// What besides the plan decides `target`'s kernels on this machine, for a
+// cache of them: for vulkan, whether the newer glslang (and so the
+// workgroup-scope matmuls) is present; "" otherwise.
+std::string GeneratorVariant(const std::string& target);
+
 }  // namespace kiln::codegen

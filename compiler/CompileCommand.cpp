@@ -35,7 +35,8 @@ absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const st
 }
 
 absl::StatusOr<std::vector<uint8_t>> CompileKernelsInMemory(const Program& program, const std::string& target) {
-  const std::string cached = KernelCachePath(program.plan_json, target);
+  const std::string cached =
+      KernelCachePath(absl::StrCat(program.plan_json, "|", codegen::GeneratorVariant(target)), target);
   if (absl::StatusOr<std::vector<uint8_t>> bytes = ReadCachedKernels(cached); bytes.ok()) {
     std::fprintf(stderr, "kiln: %s kernels from the cache (%s)\n", target.c_str(), cached.c_str());
     return bytes;

@@ -34,18 +34,18 @@ std::string KernelCacheDir() {
   return base + "/kiln/kernels";
 }
 
-std::string KernelCachePath(const std::string& plan_json, const std::string& target) {
+std::string KernelCachePath(const std::string& key, const std::string& target) {
   struct stat st {};
   std::string binary = "unknown";
   if (::stat("/proc/self/exe", &st) == 0) {
     binary = absl::StrCat(st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
   }
-  const uint64_t key = HashText(plan_json, HashText(absl::StrCat(target, "|", binary), 0));
+  const uint64_t hash = HashText(key, HashText(absl::StrCat(target, "|", binary), 0));
   std::string name = target;
   for (char& c : name) {
     if (c == ':') c = '-';
   }
-  return absl::StrFormat("%s/%s-%016x.bin", KernelCacheDir(), name, key);
+  return absl::StrFormat("%s/%s-%016x.bin", KernelCacheDir(), name, hash);
 }
 
 absl::StatusOr<std::vector<uint8_t>> ReadCachedKernels(const std::string& path) {

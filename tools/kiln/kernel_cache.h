@@ -16,9 +16,10 @@ namespace kiln::cli {
 // $XDG_CACHE_HOME/kiln/kernels, else ~/.cache/kiln/kernels.
 std::string KernelCacheDir();
 
-// The file for this plan and target, keyed also by this kiln binary's size
-// and modification time, so a rebuilt kiln (other templates) compiles again.
-std::string KernelCachePath(const std::string& plan_json, const std::string& target);
+// The file for this key (the plan and what else decides the kernels) and
+// target, keyed also by this kiln binary's size and modification time, so a
+// rebuilt kiln (other templates) compiles again.
+std::string KernelCachePath(const std::string& key, const std::string& target);
 
 // The bytes stored at `path`; NotFound where there are none or they fail
 // their checksum.
