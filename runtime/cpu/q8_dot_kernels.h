@@ -112,6 +112,15 @@ struct Q5_1W {
   }
 };
 
+// A q4_K / q5_K block's sub-block s: w = d sc q - dmin m (f16 d, dmin at
+// the block's start, the 6-bit scales and mins after them).
+KILN_Q8_TARGET inline void ScaleAndMinK(const uint8_t* b, int s, SubBlock* o) {
+  int sc, m;
+  GetScaleMinK4(b + 4, s, &sc, &m);
+  o->mul = avx2::LoadF16(b) * static_cast<float>(sc);
+  o->add = -avx2::LoadF16(b + 2) * static_cast<float>(m);
+}
+
 // q4_K (144 bytes): f16 d | f16 dmin | scales[12] | qs[128]; sub-block s is
 // the low (s even) or high nibbles of qs[32 (s / 2) ..]; w = d sc q - dmin m.
 struct Q4_KW {
@@ -119,10 +128,7 @@ struct Q4_KW {
   static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true;
   KILN_Q8_TARGET static void Sub(const uint8_t* b, int s, SubBlock* o) {
     o->w = NibblePlane(b + 16 + 32 * (s / 2), s % 2);
-    int sc, m;
-    GetScaleMinK4(b + 4, s, &sc, &m);
-    o->mul = avx2::LoadF16(b) * static_cast<float>(sc);
-    o->add = -avx2::LoadF16(b + 2) * static_cast<float>(m);
+    ScaleAndMinK(b, s, o);
   }
 };
 
@@ -136,10 +142,7 @@ struct Q5_KW {
     const __m256i fifth = _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)), 4),
                                            _mm256_set1_epi8(0x10));
     o->w = _mm256_or_si256(NibblePlane(b + 48 + 32 * (s / 2), s % 2), fifth);
-    int sc, m;
-    GetScaleMinK4(b + 4, s, &sc, &m);
-    o->mul = avx2::LoadF16(b) * static_cast<float>(sc);
-    o->add = -avx2::LoadF16(b + 2) * static_cast<float>(m);
+    ScaleAndMinK(b, s, o);
   }
 };
 

@@ -51,6 +51,12 @@ JsonValue RunJson(const std::string& model, const std::string& prompt, int n, co
   return j.ok() ? *j : JsonValue();
 }
 
+// A golden's prompt and its greedy ids.
+std::pair<std::string, std::vector<int64_t>> PromptAndIds(const std::filesystem::path& golden_path) {
+  const JsonValue golden = ReadJsonOrDie(golden_path);
+  return {golden.Find("prompt")->string_value(), Ints(golden.Find("generated_token_ids"))};
+}
+
 TEST(KilnRun, GgufAndArtifactBothGiveTheGoldenIds) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
@@ -83,9 +89,7 @@ TEST(KilnRun, AutoBackendSaysWhatItPickedAndWhy) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
   KILN_REQUIRE_TESTDATA(golden_path, "golden/stories260K/p03_one_day_a_cat.json");
-  const JsonValue golden = ReadJsonOrDie(golden_path);
-  const std::vector<int64_t> want = Ints(golden.Find("generated_token_ids"));
-  const std::string prompt = golden.Find("prompt")->string_value();
+  const auto [prompt, want] = PromptAndIds(golden_path);
   const std::string art = (testing::ScratchDir("run_backend") / "s.kiln").string();
   const testing::CommandResult c = RunKiln("compile " + Quote(model.string()) + " --target vulkan -o " + Quote(art));
   ASSERT_EQ(c.exit_code, 0) << c.output;
@@ -129,9 +133,7 @@ TEST(KilnRun, GgufCompilesKernelsForTheGpuThatRuns) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
   KILN_REQUIRE_TESTDATA(golden_path, "golden/stories260K/p03_one_day_a_cat.json");
-  const JsonValue golden = ReadJsonOrDie(golden_path);
-  const std::vector<int64_t> want = Ints(golden.Find("generated_token_ids"));
-  const std::string prompt = golden.Find("prompt")->string_value();
+  const auto [prompt, want] = PromptAndIds(golden_path);
   const std::string run = "run " + Quote(model.string()) + " -p " + Quote(prompt) + " -n 64 --temp 0 --output-format json";
   const std::filesystem::path cache = testing::ScratchDir("run_kernel_cache");
   ::setenv("XDG_CACHE_HOME", cache.c_str(), 1);
