@@ -166,14 +166,58 @@ struct Q6_KW {
   }
 };
 
-// kRows weight rows (row_bytes apart) against kTile tokens (rows t0.. of x):
+// Where a tile's sub-blocks come from. RowsInPlace decodes them from the
+// weight rows as it goes (rows row_bytes apart), keeping each one's offset
+// weight in `adds`; DecodedRow holds one row decoded once for every token
+// of a prefill tile.
+template <class W>
+struct RowsInPlace {
+  const uint8_t* row0;
+  int64_t row_bytes, subs;
+  float* adds;  // [rows][subs]
+  KILN_Q8_TARGET void Get(int r, int64_t j, SubBlock* sb, __m256i* u) const {
+    W::Sub(row0 + r * row_bytes + (j / W::kSubs) * W::kBytes, static_cast<int>(j % W::kSubs), sb);
+    *u = W::kSigned ? _mm256_abs_epi8(sb->w) : sb->w;
+    if (W::kHasAdd) adds[r * subs + j] = sb->add;
+  }
+  const float* Adds(int r) const { return adds + r * subs; }
+};
+
+template <class W>
+struct DecodedRow {
+  std::vector<__m256i> w, u, scale16;  // per sub-block: codes, what the multiply-add takes, q6_K's scales
+  std::vector<float> mul, add;
+  KILN_Q8_TARGET void Decode(const uint8_t* row, int64_t subs) {
+    w.resize(subs);
+    u.resize(subs);
+    mul.resize(subs);
+    add.resize(subs);
+    if (W::kPer16) scale16.resize(subs);
+    RowsInPlace<W> in{row, 0, subs, add.data()};
+    for (int64_t j = 0; j < subs; ++j) {
+      SubBlock sb;
+      in.Get(0, j, &sb, &u[j]);
+      w[j] = sb.w;
+      mul[j] = sb.mul;
+      if (W::kPer16) scale16[j] = sb.scale16;
+    }
+  }
+  KILN_Q8_TARGET void Get(int, int64_t j, SubBlock* sb, __m256i* u_out) const {
+    sb->w = w[j];
+    *u_out = u[j];
+    sb->mul = mul[j];
+    if (W::kPer16) sb->scale16 = scale16[j];
+  }
+  const float* Adds(int) const { return add.data(); }
+};
+
+// kRows weight rows of `src` against kTile tokens (rows t0.. of x):
 // out[r * 4 + t]. Every (row, token) has its own accumulator fed by the same
-// operations in the same order whatever kRows and kTile are, so a result
-// never depends on which rows or tokens share its tile. The offsets (add dx
-// S) are summed after the loop from the sub-blocks' `add`s kept in `adds`.
-template <class W, int kRows, int kTile>
-KILN_Q8_TARGET void DotTileQ8(const uint8_t* row0, int64_t row_bytes, int64_t k, const Q8Rows& x, int64_t t0,
-                              float* adds, float* out) {
+// operations in the same order whatever kRows, kTile and the source are, so
+// a result never depends on which rows or tokens share its tile. The
+// offsets (add dx S) are summed after the loop.
+template <class W, class Src, int kRows, int kTile>
+KILN_Q8_TARGET void DotTileQ8(const Src& src, int64_t k, const Q8Rows& x, int64_t t0, float* out) {
   const int64_t subs = k / 32;
   __m256 acc[kRows][kTile];
   for (int r = 0; r < kRows; ++r)
@@ -183,10 +227,8 @@ KILN_Q8_TARGET void DotTileQ8(const uint8_t* row0, int64_t row_bytes, int64_t k,
     __m256i u[kRows];
     __m256 mul[kRows];
     for (int r = 0; r < kRows; ++r) {
-      W::Sub(row0 + r * row_bytes + (j / W::kSubs) * W::kBytes, static_cast<int>(j % W::kSubs), &sb[r]);
-      u[r] = W::kSigned ? _mm256_abs_epi8(sb[r].w) : sb[r].w;
+      src.Get(r, j, &sb[r], &u[r]);
       mul[r] = _mm256_set1_ps(sb[r].mul);
-      if (W::kHasAdd) adds[r * subs + j] = sb[r].add;
     }
     for (int t = 0; t < kTile; ++t) {
       const int64_t xt = (t0 + t) * subs + j;
@@ -204,7 +246,7 @@ KILN_Q8_TARGET void DotTileQ8(const uint8_t* row0, int64_t row_bytes, int64_t k,
     for (int t = 0; t < kTile; ++t) {
       float offset = 0.0f;
       if (W::kHasAdd) {
-        const float* a = adds + r * subs;
+        const float* a = src.Adds(r);
         const float* ds = x.dsum + (t0 + t) * subs;
         __m256 o = _mm256_setzero_ps();
         int64_t j = 0;
@@ -217,26 +259,26 @@ KILN_Q8_TARGET void DotTileQ8(const uint8_t* row0, int64_t row_bytes, int64_t k,
   }
 }
 
-template <class W, int kRows>
-KILN_Q8_TARGET void TokensQ8(const uint8_t* row0, int64_t row_bytes, int64_t k, const Q8Rows& x, int64_t tokens,
-                             float* adds, float* y, int64_t ldy) {
+// Every token of x against kRows rows of `src`: y[t * ldy + r].
+template <class W, class Src, int kRows>
+KILN_Q8_TARGET void TokensQ8(const Src& src, int64_t k, const Q8Rows& x, int64_t tokens, float* y, int64_t ldy) {
   float out[kRows * 4];
   int64_t t = 0;
   for (; t + 4 <= tokens; t += 4) {
-    DotTileQ8<W, kRows, 4>(row0, row_bytes, k, x, t, adds, out);
+    DotTileQ8<W, Src, kRows, 4>(src, k, x, t, out);
     for (int r = 0; r < kRows; ++r)
       for (int i = 0; i < 4; ++i) y[(t + i) * ldy + r] = out[r * 4 + i];
   }
   const int rest = static_cast<int>(tokens - t);
   switch (rest) {
     case 3:
-      DotTileQ8<W, kRows, 3>(row0, row_bytes, k, x, t, adds, out);
+      DotTileQ8<W, Src, kRows, 3>(src, k, x, t, out);
       break;
     case 2:
-      DotTileQ8<W, kRows, 2>(row0, row_bytes, k, x, t, adds, out);
+      DotTileQ8<W, Src, kRows, 2>(src, k, x, t, out);
       break;
     case 1:
-      DotTileQ8<W, kRows, 1>(row0, row_bytes, k, x, t, adds, out);
+      DotTileQ8<W, Src, kRows, 1>(src, k, x, t, out);
       break;
     default:
       return;
@@ -245,21 +287,28 @@ KILN_Q8_TARGET void TokensQ8(const uint8_t* row0, int64_t row_bytes, int64_t k, 
     for (int i = 0; i < rest; ++i) y[(t + i) * ldy + r] = out[r * 4 + i];
 }
 
-// Rows in pairs where a tile has several tokens (their activations loaded
-// once for both rows), else one at a time: decode walks one row after the
-// other, the order the prefetchers follow (pairs interleaved two streams
-// and left decode waiting on its weight loads: 58.5 -> 28.4 tok/s).
+// Prefill tiles (8 tokens or more) decode each row once and run every token
+// over the decoded sub-blocks; decode walks the rows one after the other,
+// decoding as it goes, the order the prefetchers follow (rows taken in
+// pairs interleaved two weight streams: Qwen's decode 58.5 -> 28.4 tok/s).
 template <class W>
 KILN_Q8_TARGET void RowsDotQ8(const uint8_t* rows, int64_t row_bytes, int64_t nrows, int64_t k, const Q8Rows& x,
                               int64_t tokens, float* y, int64_t ldy) {
-  // The sub-blocks' offsets of the rows in flight, per calling thread.
-  thread_local std::vector<float> adds;
-  if (W::kHasAdd) adds.resize(static_cast<size_t>(2 * (k / 32)));
-  int64_t r = 0;
-  if (tokens >= 4) {
-    for (; r + 2 <= nrows; r += 2) TokensQ8<W, 2>(rows + r * row_bytes, row_bytes, k, x, tokens, adds.data(), y + r, ldy);
+  const int64_t subs = k / 32;
+  if (tokens >= 8) {
+    thread_local DecodedRow<W> decoded;
+    for (int64_t r = 0; r < nrows; ++r) {
+      decoded.Decode(rows + r * row_bytes, subs);
+      TokensQ8<W, DecodedRow<W>, 1>(decoded, k, x, tokens, y + r, ldy);
+    }
+    return;
   }
-  for (; r < nrows; ++r) TokensQ8<W, 1>(rows + r * row_bytes, row_bytes, k, x, tokens, adds.data(), y + r, ldy);
+  thread_local std::vector<float> adds;  // the offsets of the row in flight
+  if (W::kHasAdd) adds.resize(static_cast<size_t>(subs));
+  for (int64_t r = 0; r < nrows; ++r) {
+    const RowsInPlace<W> in{rows + r * row_bytes, row_bytes, subs, adds.data()};
+    TokensQ8<W, RowsInPlace<W>, 1>(in, k, x, tokens, y + r, ldy);
+  }
 }
 
 // The kernel of each type with an integer path, else nullptr.
