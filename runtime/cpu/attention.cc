@@ -6,6 +6,11 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "runtime/cpu/cpu_isa.h"
+
+#if defined(__x86_64__)
+#include "runtime/cpu/row_dot_avx2.h"
+#endif
 
 namespace kiln::cpu {
 namespace {
@@ -74,6 +79,78 @@ float Dot(const float* a, const float* b, int64_t n) {
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
+#if defined(__x86_64__)
+
+// e^x for x <= 0 (softmax's shifted scores), eight at a time: x = n ln2 + r
+// with |r| <= ln2 / 2 (ln2 in two parts), e^r by its Taylor polynomial of
+// degree 6 (error under 2e-7 relative), 2^n through the exponent bits; 0
+// below -87.3, where e^x leaves f32's normal range (and for -inf).
+KILN_AVX2 inline __m256 ExpNonPositive(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.3f);
+  const __m256 xc = _mm256_max_ps(x, lo);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723e-6f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+  for (float c : {1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f}) {
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+  }
+  const __m256i two_n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(two_n)), _mm256_cmp_ps(x, lo, _CMP_GE_OQ));
+}
+
+// One (token, head) of PagedAttention with eight lanes (head_dim a multiple
+// of 8): scores by FMAs over the head's elements, their exponentials eight
+// positions at a time, then the weighted sum of V rows 64 elements at a time.
+template <class RowOf>
+KILN_AVX2 void AttendOneAvx2(const float* q, const float* keys, const float* values, const RowOf& row_of,
+                             int64_t n, int64_t d, float scale, float* scores, float* o) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) {
+    const float* k = keys + row_of(j);
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t c = 0;
+    for (; c + 16 <= d; c += 16) {
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(k + c), a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c + 8), _mm256_loadu_ps(k + c + 8), a1);
+    }
+    if (c < d) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(k + c), a0);
+    scores[j] = avx2::HorizontalSum(_mm256_add_ps(a0, a1)) * scale;
+    max = std::max(max, scores[j]);
+  }
+  const __m256 vmax = _mm256_set1_ps(max);
+  __m256 vsum = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = ExpNonPositive(_mm256_sub_ps(_mm256_loadu_ps(scores + j), vmax));
+    _mm256_storeu_ps(scores + j, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  if (j < n) {
+    alignas(32) float tail[8];
+    for (int i = 0; i < 8; ++i) tail[i] = j + i < n ? scores[j + i] : -std::numeric_limits<float>::infinity();
+    const __m256 e = ExpNonPositive(_mm256_sub_ps(_mm256_load_ps(tail), vmax));
+    _mm256_store_ps(tail, e);
+    for (int64_t i = 0; j + i < n; ++i) scores[j + i] = tail[i];
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / avx2::HorizontalSum(vsum));
+  for (int64_t c0 = 0; c0 < d; c0 += 64) {
+    const int vecs = static_cast<int>(std::min<int64_t>(64, d - c0) / 8);
+    __m256 acc[8];
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
+    for (int64_t p = 0; p < n; ++p) {
+      const float* v = values + row_of(p) + c0;
+      const __m256 e = _mm256_set1_ps(scores[p]);
+      for (int i = 0; i < vecs; ++i) acc[i] = _mm256_fmadd_ps(e, _mm256_loadu_ps(v + 8 * i), acc[i]);
+    }
+    for (int i = 0; i < vecs; ++i) _mm256_storeu_ps(o + c0 + 8 * i, _mm256_mul_ps(acc[i], inv));
+  }
+}
+
+#endif  // __x86_64__
+
 }  // namespace
 
 absl::Status PagedAttention(const AttentionBatch& b, const AttentionParams& p, const PagePool& pool,
@@ -108,6 +185,9 @@ absl::Status PagedAttention(const AttentionBatch& b, const AttentionParams& p, c
     std::copy_n(b.v + i * kv_width, kv_width, pool.data + row + pool.half_elements());
   }
 
+  // Eight lanes where the CPU has AVX2 and a head is whole vectors.
+  const bool avx2 = DetectCpuIsa() == CpuIsa::kAvx2 && d % 8 == 0;
+  (void)avx2;
   threads.ParallelFor(b.tokens * p.num_heads, 4, [&](int64_t begin, int64_t end) {
     std::vector<float> scores(static_cast<size_t>(longest));
     for (int64_t item = begin; item < end; ++item) {
@@ -116,6 +196,13 @@ absl::Status PagedAttention(const AttentionBatch& b, const AttentionParams& p, c
       const int64_t kv_offset = (h / group) * d;
       const float* q = b.q + i * q_width + h * d;
       const int64_t n = b.positions[i] + 1;
+#if defined(__x86_64__)
+      if (avx2) {
+        AttendOneAvx2(q, keys, values, [&](int64_t j) { return row_of(s, j) + kv_offset; }, n, d, p.scale,
+                      scores.data(), out + i * q_width + h * d);
+        continue;
+      }
+#endif
       float max = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < n; ++j) {
         scores[j] = Dot(q, keys + row_of(s, j) + kv_offset, d) * p.scale;
