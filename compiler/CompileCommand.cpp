@@ -47,12 +47,11 @@ absl::StatusOr<std::vector<uint8_t>> CompileKernelsInMemory(const Program& progr
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::vector<uint8_t>> kernels = codegen::GenerateKernels(program.plan, target);
   if (kernels.ok()) {
-    std::fprintf(stderr, "kiln: %s kernels compiled in %.2f s, kept in %s\n", target.c_str(),
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), cached.c_str());
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // A cache that cannot be written costs the next run a compile, nothing more.
-    if (absl::Status s = WriteCachedKernels(cached, *kernels); !s.ok()) {
-      std::fprintf(stderr, "kiln: not cached: %s\n", std::string(s.message()).c_str());
-    }
+    const absl::Status s = WriteCachedKernels(cached, *kernels);
+    std::fprintf(stderr, "kiln: %s kernels compiled in %.2f s, %s %s\n", target.c_str(), seconds,
+                 s.ok() ? "kept in" : "not cached:", s.ok() ? cached.c_str() : std::string(s.message()).c_str());
   }
   return kernels;
 }
