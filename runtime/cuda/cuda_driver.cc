@@ -70,7 +70,7 @@ absl::Status CheckCuda(const DriverApi& api, CUresult result, const char* what) 
   return absl::InternalError(message);
 }
 
-absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::Create(int ordinal) {
+absl::StatusOr<DeviceInfo> QueryDevice(int ordinal) {
   absl::StatusOr<const DriverApi*> api = LoadDriver();
   if (!api.ok()) return api.status();
   const DriverApi& a = **api;
@@ -79,17 +79,28 @@ absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::Create(int ordinal) {
   if (ordinal < 0 || ordinal >= count) {
     return absl::UnavailableError(absl::StrFormat("no CUDA device %d (the driver sees %d)", ordinal, count));
   }
+  DeviceInfo info;
+  KILN_CU(a, a.cuDeviceGet(&info.device, ordinal));
+  char name[256] = {};
+  KILN_CU(a, a.cuDeviceGetName(name, sizeof(name) - 1, info.device));
+  info.name = name;
+  int major = 0, minor = 0;
+  KILN_CU(a, a.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, info.device));
+  KILN_CU(a, a.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, info.device));
+  info.sm = major * 10 + minor;
+  return info;
+}
+
+absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::Create(int ordinal) {
+  absl::StatusOr<DeviceInfo> info = QueryDevice(ordinal);
+  if (!info.ok()) return info.status();
+  const DriverApi& a = **LoadDriver();
   std::unique_ptr<CudaContext> c(new CudaContext());
   c->api_ = &a;
-  KILN_CU(a, a.cuDeviceGet(&c->device_, ordinal));
-  char name[256] = {};
-  KILN_CU(a, a.cuDeviceGetName(name, sizeof(name) - 1, c->device_));
-  c->name_ = name;
-  int major = 0, minor = 0;
-  KILN_CU(a, a.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->device_));
-  KILN_CU(a, a.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c->device_));
+  c->device_ = info->device;
+  c->name_ = info->name;
+  c->sm_ = info->sm;
   KILN_CU(a, a.cuDeviceGetAttribute(&c->multiprocessors_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->device_));
-  c->sm_ = major * 10 + minor;
   KILN_CU(a, a.cuDevicePrimaryCtxRetain(&c->context_, c->device_));
   if (absl::Status s = c->MakeCurrent(); !s.ok()) return s;
   return c;

@@ -48,6 +48,17 @@ absl::Status CheckCuda(const DriverApi& api, CUresult result, const char* what);
     }                                                                                      \
   } while (0)
 
+// Device `ordinal` as the driver names it, without a context (retaining and
+// releasing one only to ask costs a context creation of its own): its
+// handle, name and compute capability (90 for 9.0). Unavailable when the
+// driver or the device is absent.
+struct DeviceInfo {
+  CUdevice device = 0;
+  std::string name;
+  int sm = 0;
+};
+absl::StatusOr<DeviceInfo> QueryDevice(int ordinal);
+
 // A device and its retained primary context, made current on this thread
 // by Create and by MakeCurrent.
 class CudaContext {

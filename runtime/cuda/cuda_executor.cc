@@ -1204,12 +1204,12 @@ absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const Program& prog
 }
 
 absl::StatusOr<std::string> CudaTargetOfDevice(const BackendOptions& options) {
-  absl::StatusOr<std::unique_ptr<CudaContext>> context = CudaContext::Create(options.device);
-  if (!context.ok()) return context.status();
-  const int sm = (*context)->sm();
+  absl::StatusOr<DeviceInfo> device = QueryDevice(options.device);
+  if (!device.ok()) return device.status();
+  const int sm = device->sm;
   if (sm < 80) {
     return absl::UnavailableError(absl::StrFormat("%s is sm_%d; kiln's CUDA kernels need sm_80 or newer",
-                                                  (*context)->name(), sm));
+                                                  device->name, sm));
   }
   // Codegen's targets are sm_80, sm_89 and sm_90 (as sm_90a, which runs on
   // sm_90 only); sm_80's cubin runs on every 8.x and its PTX JITs beyond.
