@@ -185,9 +185,10 @@ absl::Status PagedAttention(const AttentionBatch& b, const AttentionParams& p, c
     std::copy_n(b.v + i * kv_width, kv_width, pool.data + row + pool.half_elements());
   }
 
+#if defined(__x86_64__)
   // Eight lanes where the CPU has AVX2 and a head is whole vectors.
   const bool avx2 = DetectCpuIsa() == CpuIsa::kAvx2 && d % 8 == 0;
-  (void)avx2;
+#endif
   threads.ParallelFor(b.tokens * p.num_heads, 4, [&](int64_t begin, int64_t end) {
     std::vector<float> scores(static_cast<size_t>(longest));
     for (int64_t item = begin; item < end; ++item) {

@@ -166,21 +166,19 @@ struct Q6_KW {
   }
 };
 
-// Where a tile's sub-blocks come from. RowsInPlace decodes them from the
-// weight rows as it goes (rows row_bytes apart), keeping each one's offset
-// weight in `adds`; DecodedRow holds one row decoded once for every token
-// of a prefill tile.
+// Where a row's sub-blocks come from. RowInPlace decodes them from the
+// weight row as it goes, keeping each one's offset weight in `adds`;
+// DecodedRow holds a row decoded once for every token of a prefill tile.
 template <class W>
-struct RowsInPlace {
-  const uint8_t* row0;
-  int64_t row_bytes, subs;
-  float* adds;  // [rows][subs]
-  KILN_Q8_TARGET void Get(int r, int64_t j, SubBlock* sb, __m256i* u) const {
-    W::Sub(row0 + r * row_bytes + (j / W::kSubs) * W::kBytes, static_cast<int>(j % W::kSubs), sb);
+struct RowInPlace {
+  const uint8_t* row;
+  float* adds;  // [subs]
+  KILN_Q8_TARGET void Get(int64_t j, SubBlock* sb, __m256i* u) const {
+    W::Sub(row + (j / W::kSubs) * W::kBytes, static_cast<int>(j % W::kSubs), sb);
     *u = W::kSigned ? _mm256_abs_epi8(sb->w) : sb->w;
-    if (W::kHasAdd) adds[r * subs + j] = sb->add;
+    if (W::kHasAdd) adds[j] = sb->add;
   }
-  const float* Adds(int r) const { return adds + r * subs; }
+  const float* Adds() const { return adds; }
 };
 
 template <class W>
@@ -193,98 +191,87 @@ struct DecodedRow {
     mul.resize(subs);
     add.resize(subs);
     if (W::kPer16) scale16.resize(subs);
-    RowsInPlace<W> in{row, 0, subs, add.data()};
+    const RowInPlace<W> in{row, add.data()};
     for (int64_t j = 0; j < subs; ++j) {
       SubBlock sb;
-      in.Get(0, j, &sb, &u[j]);
+      in.Get(j, &sb, &u[j]);
       w[j] = sb.w;
       mul[j] = sb.mul;
       if (W::kPer16) scale16[j] = sb.scale16;
     }
   }
-  KILN_Q8_TARGET void Get(int, int64_t j, SubBlock* sb, __m256i* u_out) const {
+  KILN_Q8_TARGET void Get(int64_t j, SubBlock* sb, __m256i* u_out) const {
     sb->w = w[j];
     *u_out = u[j];
     sb->mul = mul[j];
     if (W::kPer16) sb->scale16 = scale16[j];
   }
-  const float* Adds(int) const { return add.data(); }
+  const float* Adds() const { return add.data(); }
 };
 
-// kRows weight rows of `src` against kTile tokens (rows t0.. of x):
-// out[r * 4 + t]. Every (row, token) has its own accumulator fed by the same
-// operations in the same order whatever kRows, kTile and the source are, so
-// a result never depends on which rows or tokens share its tile. The
-// offsets (add dx S) are summed after the loop.
-template <class W, class Src, int kRows, int kTile>
+// The row of `src` against kTile tokens (rows t0.. of x): out[t]. Every
+// token has its own accumulator fed by the same operations in the same order
+// whatever kTile and the source are, so a result never depends on which
+// tokens share its tile or whether the row was decoded ahead. The offsets
+// (add dx S) are summed after the loop.
+template <class W, class Src, int kTile>
 KILN_Q8_TARGET void DotTileQ8(const Src& src, int64_t k, const Q8Rows& x, int64_t t0, float* out) {
   const int64_t subs = k / 32;
-  __m256 acc[kRows][kTile];
-  for (int r = 0; r < kRows; ++r)
-    for (int t = 0; t < kTile; ++t) acc[r][t] = _mm256_setzero_ps();
+  __m256 acc[kTile];
+  for (int t = 0; t < kTile; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t j = 0; j < subs; ++j) {
-    SubBlock sb[kRows];
-    __m256i u[kRows];
-    __m256 mul[kRows];
-    for (int r = 0; r < kRows; ++r) {
-      src.Get(r, j, &sb[r], &u[r]);
-      mul[r] = _mm256_set1_ps(sb[r].mul);
-    }
+    SubBlock sb;
+    __m256i u;
+    src.Get(j, &sb, &u);
+    const __m256 mul = _mm256_set1_ps(sb.mul);
     for (int t = 0; t < kTile; ++t) {
       const int64_t xt = (t0 + t) * subs + j;
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + (t0 + t) * k + 32 * j));
-      const __m256 dx = _mm256_set1_ps(x.d[xt]);
-      for (int r = 0; r < kRows; ++r) {
-        const __m256i xs = W::kSigned ? _mm256_sign_epi8(xq, sb[r].w) : xq;
-        const __m256i p32 = W::kPer16 ? _mm256_madd_epi16(_mm256_maddubs_epi16(u[r], xs), sb[r].scale16)
-                                      : IntegerSums(u[r], xs);
-        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_mul_ps(mul[r], dx), acc[r][t]);
-      }
+      const __m256i xs = W::kSigned ? _mm256_sign_epi8(xq, sb.w) : xq;
+      const __m256i p32 =
+          W::kPer16 ? _mm256_madd_epi16(_mm256_maddubs_epi16(u, xs), sb.scale16) : IntegerSums(u, xs);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_mul_ps(mul, _mm256_set1_ps(x.d[xt])), acc[t]);
     }
   }
-  for (int r = 0; r < kRows; ++r) {
-    for (int t = 0; t < kTile; ++t) {
-      float offset = 0.0f;
-      if (W::kHasAdd) {
-        const float* a = src.Adds(r);
-        const float* ds = x.dsum + (t0 + t) * subs;
-        __m256 o = _mm256_setzero_ps();
-        int64_t j = 0;
-        for (; j + 8 <= subs; j += 8) o = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(ds + j), o);
-        offset = avx2::HorizontalSum(o);
-        for (; j < subs; ++j) offset = std::fma(a[j], ds[j], offset);
-      }
-      out[r * 4 + t] = avx2::HorizontalSum(acc[r][t]) + offset;
+  for (int t = 0; t < kTile; ++t) {
+    float offset = 0.0f;
+    if (W::kHasAdd) {
+      const float* a = src.Adds();
+      const float* ds = x.dsum + (t0 + t) * subs;
+      __m256 o = _mm256_setzero_ps();
+      int64_t j = 0;
+      for (; j + 8 <= subs; j += 8) o = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(ds + j), o);
+      offset = avx2::HorizontalSum(o);
+      for (; j < subs; ++j) offset = std::fma(a[j], ds[j], offset);
     }
+    out[t] = avx2::HorizontalSum(acc[t]) + offset;
   }
 }
 
-// Every token of x against kRows rows of `src`: y[t * ldy + r].
-template <class W, class Src, int kRows>
+// Every token of x against the row of `src`: y[t * ldy].
+template <class W, class Src>
 KILN_Q8_TARGET void TokensQ8(const Src& src, int64_t k, const Q8Rows& x, int64_t tokens, float* y, int64_t ldy) {
-  float out[kRows * 4];
+  float out[4];
   int64_t t = 0;
   for (; t + 4 <= tokens; t += 4) {
-    DotTileQ8<W, Src, kRows, 4>(src, k, x, t, out);
-    for (int r = 0; r < kRows; ++r)
-      for (int i = 0; i < 4; ++i) y[(t + i) * ldy + r] = out[r * 4 + i];
+    DotTileQ8<W, Src, 4>(src, k, x, t, out);
+    for (int i = 0; i < 4; ++i) y[(t + i) * ldy] = out[i];
   }
   const int rest = static_cast<int>(tokens - t);
   switch (rest) {
     case 3:
-      DotTileQ8<W, Src, kRows, 3>(src, k, x, t, out);
+      DotTileQ8<W, Src, 3>(src, k, x, t, out);
       break;
     case 2:
-      DotTileQ8<W, Src, kRows, 2>(src, k, x, t, out);
+      DotTileQ8<W, Src, 2>(src, k, x, t, out);
       break;
     case 1:
-      DotTileQ8<W, Src, kRows, 1>(src, k, x, t, out);
+      DotTileQ8<W, Src, 1>(src, k, x, t, out);
       break;
     default:
       return;
   }
-  for (int r = 0; r < kRows; ++r)
-    for (int i = 0; i < rest; ++i) y[(t + i) * ldy + r] = out[r * 4 + i];
+  for (int i = 0; i < rest; ++i) y[(t + i) * ldy] = out[i];
 }
 
 // Prefill tiles (8 tokens or more) decode each row once and run every token
@@ -299,15 +286,14 @@ KILN_Q8_TARGET void RowsDotQ8(const uint8_t* rows, int64_t row_bytes, int64_t nr
     thread_local DecodedRow<W> decoded;
     for (int64_t r = 0; r < nrows; ++r) {
       decoded.Decode(rows + r * row_bytes, subs);
-      TokensQ8<W, DecodedRow<W>, 1>(decoded, k, x, tokens, y + r, ldy);
+      TokensQ8<W>(decoded, k, x, tokens, y + r, ldy);
     }
     return;
   }
   thread_local std::vector<float> adds;  // the offsets of the row in flight
   if (W::kHasAdd) adds.resize(static_cast<size_t>(subs));
   for (int64_t r = 0; r < nrows; ++r) {
-    const RowsInPlace<W> in{rows + r * row_bytes, row_bytes, subs, adds.data()};
-    TokensQ8<W, RowsInPlace<W>, 1>(in, k, x, tokens, y + r, ldy);
+    TokensQ8<W>(RowInPlace<W>{rows + r * row_bytes, adds.data()}, k, x, tokens, y + r, ldy);
   }
 }
 
