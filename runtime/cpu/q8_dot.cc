@@ -1,6 +1,7 @@
-// Integer row dots against int8 activations (q8_dot.h): the quantiser, and
-// the kernels (q8_dot_kernels.h) for AVX2, or for AVX-VNNI where the CPU has
-// it (q8_dot_vnni.cc; the same results: neither saturates).
+// Integer row dots against int8 activations (q8_dot.h): the quantiser, the
+// AVX2 kernels (q8_dot_kernels.h), and the choice among them, AVX-VNNI's
+// (q8_dot_vnni.cc; the same results: neither saturates) and AVX-512's
+// (q8_dot_avx512.cc).
 
 #include "runtime/cpu/q8_dot.h"
 
@@ -65,23 +66,71 @@ KILN_AVX2 void QuantizeRows(const float* x, int64_t tokens, int64_t k, int8_t* q
 
 }  // namespace
 
-RowDotQ8Fn Q8RowDotVnni(GgmlType type);  // q8_dot_vnni.cc
+RowDotQ8Fn Q8RowDotVnni(GgmlType type);    // q8_dot_vnni.cc
+RowDotQ8Fn Q8RowDotAvx512(GgmlType type);  // q8_dot_avx512.cc
 
 void QuantizeQ8(const float* x, int64_t tokens, int64_t k, int8_t* q, float* d, float* dsum) {
   QuantizeRows(x, tokens, k, q, d, dsum);
 }
 
-RowDotQ8Fn Q8RowDot(GgmlType type, bool vnni) {
-  if (DetectCpuIsa() != CpuIsa::kAvx2) return nullptr;
-  static const bool has_vnni = __builtin_cpu_supports("avxvnni");
-  return vnni && has_vnni ? Q8RowDotVnni(type) : KernelOf(type);
+namespace {
+
+bool HasKernel(Q8Kernel kernel) {
+  if (DetectCpuIsa() != CpuIsa::kAvx2) return false;
+  switch (kernel) {
+    case Q8Kernel::kAvx2:
+      return true;
+    case Q8Kernel::kAvxVnni:
+      return __builtin_cpu_supports("avxvnni");
+    case Q8Kernel::kAvx512Vnni:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+}
+
+}  // namespace
+
+Q8Kernel BestQ8Kernel() {
+  static const Q8Kernel best = HasKernel(Q8Kernel::kAvx512Vnni) ? Q8Kernel::kAvx512Vnni
+                               : HasKernel(Q8Kernel::kAvxVnni)  ? Q8Kernel::kAvxVnni
+                                                                : Q8Kernel::kAvx2;
+  return best;
+}
+
+RowDotQ8Fn Q8RowDot(GgmlType type, Q8Kernel kernel) {
+  if (!HasKernel(kernel)) return nullptr;
+  switch (kernel) {
+    case Q8Kernel::kAvx2:
+      return KernelOf(type);
+    case Q8Kernel::kAvxVnni:
+      return Q8RowDotVnni(type);
+    case Q8Kernel::kAvx512Vnni:
+      return Q8RowDotAvx512(type);
+  }
+  return nullptr;
 }
 
 #else  // !__x86_64__
 
 void QuantizeQ8(const float*, int64_t, int64_t, int8_t*, float*, float*) {}
-RowDotQ8Fn Q8RowDot(GgmlType, bool) { return nullptr; }
+Q8Kernel BestQ8Kernel() { return Q8Kernel::kAvx2; }
+RowDotQ8Fn Q8RowDot(GgmlType, Q8Kernel) { return nullptr; }
 
 #endif
+
+RowDotQ8Fn Q8RowDot(GgmlType type) { return Q8RowDot(type, BestQ8Kernel()); }
+
+std::string_view Q8KernelName(Q8Kernel kernel) {
+  switch (kernel) {
+    case Q8Kernel::kAvx2:
+      return "avx2";
+    case Q8Kernel::kAvxVnni:
+      return "avx-vnni";
+    case Q8Kernel::kAvx512Vnni:
+      return "avx512-vnni";
+  }
+  return "?";
+}
 
 }  // namespace kiln::cpu

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "runtime/formats/ggml_types.h"
 
@@ -36,9 +37,25 @@ void QuantizeQ8(const float* x, int64_t tokens, int64_t k, int8_t* q, float* d, 
 using RowDotQ8Fn = void (*)(const uint8_t* rows, int64_t row_bytes, int64_t nrows, int64_t k, const Q8Rows& x,
                             int64_t tokens, float* y, int64_t ldy);
 
-// The integer kernel for `type` on this build and CPU (AVX2, with AVX-VNNI
-// where present unless `vnni` is false: q8_0, q4_0, q4_1, q5_0, q5_1, q4_K,
-// q5_K, q6_K), or nullptr. Both variants give the same bits.
-RowDotQ8Fn Q8RowDot(GgmlType type, bool vnni = true);
+// The integer kernels, each for x86-64 CPUs that have its instructions:
+// AVX2 (vpmaddubsw + vpmaddwd a 32-element block), AVX-VNNI (vpdpbusd on
+// 256 bits; AVX2's bits) and AVX-512 VNNI (two blocks a 512-bit vpdpbusd,
+// prefill in tiles of 4 rows x 4 tokens; bits of its own, as batch- and
+// thread-invariant as the others).
+enum class Q8Kernel { kAvx2, kAvxVnni, kAvx512Vnni };
+
+// The fastest kernel this CPU has (kAvx2 where it has none; the kernels
+// exist only where DetectCpuIsa() is kAvx2).
+Q8Kernel BestQ8Kernel();
+
+std::string_view Q8KernelName(Q8Kernel kernel);  // "avx2", "avx-vnni", "avx512-vnni"
+
+// `kernel`'s function for `type` (q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K,
+// q6_K), or nullptr where the type has none or this CPU lacks the kernel's
+// instructions.
+RowDotQ8Fn Q8RowDot(GgmlType type, Q8Kernel kernel);
+
+// The best kernel's function for `type`, or nullptr.
+RowDotQ8Fn Q8RowDot(GgmlType type);
 
 }  // namespace kiln::cpu

@@ -105,7 +105,8 @@ std::string CpuExecutor::Describe() const {
     for (const auto& [name, w] : weights_) int8 = int8 || (!w.storage.grouped && cpu::Q8RowDot(w.storage.ggml));
   }
   return absl::StrFormat("cpu (%s, %d threads%s)", cpu::CpuIsaName(cpu::DetectCpuIsa()), pool_.num_threads(),
-                         int8 ? ", int8 activations" : "");
+                         int8 ? absl::StrCat(", int8 activations (", std::string(cpu::Q8KernelName(cpu::BestQ8Kernel())), ")")
+                              : std::string());
 }
 
 absl::StatusOr<std::span<const float>> CpuExecutor::Step(const StepBatch& batch) {

@@ -162,6 +162,21 @@ std::vector<float> QuantizedActivations(const std::vector<float>& x) {
   return out;
 }
 
+// Token rows quantised by the kernels' own quantiser.
+class QuantizedRows {
+ public:
+  QuantizedRows(const std::vector<float>& x, int64_t t, int64_t k)
+      : q_(static_cast<size_t>(t * k)), d_(static_cast<size_t>(t * k / 32)), dsum_(d_.size()), k_(k) {
+    QuantizeQ8(x.data(), t, k, q_.data(), d_.data(), dsum_.data());
+  }
+  Q8Rows rows() const { return Q8Rows{q_.data(), d_.data(), dsum_.data(), k_}; }
+
+ private:
+  std::vector<int8_t> q_;
+  std::vector<float> d_, dsum_;
+  int64_t k_;
+};
+
 // Bounds for int8 activations: against the product of the quantised
 // activations and the weights (what the integer sums compute exactly, up to
 // f32 scaling; measured worst 6.3e-6, q5_K), and against the unquantised
@@ -210,21 +225,63 @@ TEST_P(MatmulTest, Int8ActivationsMatchTheQuantisedProduct) {
 TEST_P(MatmulTest, Int8VnniAndAvx2KernelsAgreeBitwise) {
   const WeightStorage s = storage();
   if (!HasInt8Kernel(s)) GTEST_SKIP() << s.Name() << " has no integer kernel here";
-  const RowDotQ8Fn vnni = Q8RowDot(s.ggml), avx2 = Q8RowDot(s.ggml, /*vnni=*/false);
+  const RowDotQ8Fn vnni = Q8RowDot(s.ggml, Q8Kernel::kAvxVnni), avx2 = Q8RowDot(s.ggml, Q8Kernel::kAvx2);
   ASSERT_NE(avx2, nullptr);
-  std::printf("[ measure  ] %s: %s\n", s.Name().c_str(), vnni == avx2 ? "no AVX-VNNI here" : "AVX-VNNI and AVX2");
+  if (vnni == nullptr) GTEST_SKIP() << "no AVX-VNNI here";
   const int64_t k = RowLengths(s).back(), n = 7, t = 6;
   const Weights w = MakeWeights(s, n, k, 31);
   const std::vector<float> x = Gaussian(static_cast<size_t>(t * k), 32);
-  std::vector<int8_t> q(static_cast<size_t>(t * k));
-  std::vector<float> d(static_cast<size_t>(t * k / 32)), ds(d.size());
-  QuantizeQ8(x.data(), t, k, q.data(), d.data(), ds.data());
-  const Q8Rows xq{q.data(), d.data(), ds.data(), k};
+  const QuantizedRows xq(x, t, k);
   const int64_t row_bytes = static_cast<int64_t>(*s.RowBytes(k));
   std::vector<float> a(static_cast<size_t>(t * n)), b(a.size());
-  vnni(w.bytes.data(), row_bytes, n, k, xq, t, a.data(), n);
-  avx2(w.bytes.data(), row_bytes, n, k, xq, t, b.data(), n);
+  vnni(w.bytes.data(), row_bytes, n, k, xq.rows(), t, a.data(), n);
+  avx2(w.bytes.data(), row_bytes, n, k, xq.rows(), t, b.data(), n);
   EXPECT_TRUE(SameBits(a, b));
+}
+
+// Each integer kernel this CPU has, called directly (Matmul takes only the
+// best one): within the bound of the quantised product at every row count
+// left over after tiles of 4 (N = 5, 6, 11; N = 1, whose single result may
+// cancel down to nothing, is Int8ActivationsMatchTheQuantisedProduct's) and
+// every token count (1 in place, 2-9 in tiles), each token's results the
+// bits it gets alone.
+TEST_P(MatmulTest, EveryInt8KernelMatchesTheQuantisedProductAndIsBatchInvariant) {
+  const WeightStorage s = storage();
+  if (!HasInt8Kernel(s)) GTEST_SKIP() << s.Name() << " has no integer kernel here";
+  uint32_t seed = 900;
+  for (Q8Kernel kernel : {Q8Kernel::kAvx2, Q8Kernel::kAvxVnni, Q8Kernel::kAvx512Vnni}) {
+    const RowDotQ8Fn fn = Q8RowDot(s.ggml, kernel);
+    if (fn == nullptr) {
+      std::printf("[ measure  ] %s: no %s here\n", s.Name().c_str(), std::string(Q8KernelName(kernel)).c_str());
+      continue;
+    }
+    double worst = 0;
+    for (int64_t k : RowLengths(s)) {
+      const int64_t row_bytes = static_cast<int64_t>(*s.RowBytes(k));
+      for (int64_t n : {5, 6, 11}) {
+        for (int64_t t : {1, 2, 5, 9}) {
+          SCOPED_TRACE(::testing::Message() << Q8KernelName(kernel) << " K=" << k << " N=" << n << " T=" << t);
+          const Weights w = MakeWeights(s, n, k, seed++);
+          const std::vector<float> x = Gaussian(static_cast<size_t>(t * k), seed++);
+          const QuantizedRows xq(x, t, k);
+          std::vector<float> y(static_cast<size_t>(t * n));
+          fn(w.bytes.data(), row_bytes, n, k, xq.rows(), t, y.data(), n);
+          const double e = RelL2(ReferenceMatmul(QuantizedActivations(x), t, w), y);
+          EXPECT_LE(e, kInt8VsQuantizedBound);
+          worst = std::max(worst, e);
+          for (int64_t i = 0; i < t; ++i) {
+            const QuantizedRows xi(std::vector<float>(x.begin() + i * k, x.begin() + (i + 1) * k), 1, k);
+            std::vector<float> yi(static_cast<size_t>(n));
+            fn(w.bytes.data(), row_bytes, n, k, xi.rows(), 1, yi.data(), n);
+            EXPECT_TRUE(SameBits(yi, std::vector<float>(y.begin() + i * n, y.begin() + (i + 1) * n)))
+                << "token " << i;
+          }
+        }
+      }
+    }
+    std::printf("[ measure  ] %-9s %-11s vs quantised x %.2e\n", s.Name().c_str(),
+                std::string(Q8KernelName(kernel)).c_str(), worst);
+  }
 }
 
 // 1 thread and several: the same bits (each output is computed by the same

@@ -1,0 +1,319 @@
+// The integer kernels of q8_dot.h on AVX-512 VNNI: two 32-element
+// sub-blocks in one 512-bit register, so one vpdpbusd, one conversion, one
+// scale product and one FMA cover 64 weights of a row against one token
+// (AVX2's kernels take each of them per 32). Prefill runs tiles of 4 rows x
+// 4 tokens over rows decoded once (16 accumulators: each weight and
+// activation register is used four times); a single token walks the rows in
+// place, decoding as it goes. Every (row, token) result takes the same
+// operations in the same order on every path, so it never depends on the
+// tile, the batch or the thread; its bits are not AVX2's (other sums).
+
+#include "runtime/cpu/q8_dot.h"
+
+#if defined(__x86_64__)
+#define KILN_Q8_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+#include <type_traits>
+#include <vector>
+
+#include "runtime/cpu/q8_dot_weights.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Sub-blocks 2p and 2p + 1 of a row (the second zero past an odd end).
+// Int32 lane l of a vpdpbusd over them sums elements 4l..4l+3: lanes 0-7
+// are sub-block 2p, 8-15 sub-block 2p + 1, each half of 4 lanes one
+// 16-element half (where q6_K's scales change).
+struct alignas(64) PairBlock {
+  __m512i u;      // what vpdpbusd takes: the codes, or their magnitudes (kSigned)
+  __m128 mul;     // the scale of each 16-element quarter
+  __mmask64 neg;  // kSigned: the elements whose weight is negative
+};
+
+KILN_Q8_TARGET inline void Scales(const SubBlock& s, bool per16, float* lo, float* hi) {
+  *lo = per16 ? s.mul * static_cast<float>(s.sc16[0]) : s.mul;
+  *hi = per16 ? s.mul * static_cast<float>(s.sc16[1]) : s.mul;
+}
+
+// The pair's codes from its two sub-blocks (the second zero past an odd end).
+KILN_Q8_TARGET inline __m512i Join(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
+
+// Two 16-byte runs of nibbles (element i of a run: low nibble of byte i;
+// element i + 16: its high nibble) as the 64 codes of a pair.
+KILN_Q8_TARGET inline __m512i NibblePair(const uint8_t* first, const uint8_t* second) {
+  const __m256i v =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(first))),
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(second)), 1);
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  const __m512i z = Join(_mm256_and_si256(v, m), _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
+  // z's 128-bit lanes: low nibbles of run 1, of run 2, high nibbles of run 1,
+  // of run 2.
+  return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+// 32 bytes as two planes: the low nibbles (elements 0-31), the high ones
+// (32-63).
+KILN_Q8_TARGET inline __m512i NibblePlanes(const uint8_t* qs) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  return Join(_mm256_and_si256(v, m), _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
+}
+
+// The weight types whose whole pairs have a decoding of their own on 512
+// bits (the legacy types and the fetched models' q4_K, q6_K): fewer
+// operations than two sub-blocks through W::Sub, which the others take.
+template <class W>
+constexpr bool kPairCodes = std::is_same_v<W, Q4_0W> || std::is_same_v<W, Q4_1W> || std::is_same_v<W, Q5_0W> ||
+                            std::is_same_v<W, Q5_1W> || std::is_same_v<W, Q8_0W> || std::is_same_v<W, Q4_KW> ||
+                            std::is_same_v<W, Q6_KW>;
+
+// The codes of sub-blocks j and j + 1 (j even) where kPairCodes<W>.
+template <class W>
+KILN_Q8_TARGET inline __m512i PairCodes(const uint8_t* row, int64_t j) {
+  __m512i w_, *w = &w_;
+  const uint8_t* b = row + (j / W::kSubs) * W::kBytes;
+  if constexpr (std::is_same_v<W, Q4_0W> || std::is_same_v<W, Q4_1W> || std::is_same_v<W, Q5_0W> ||
+                std::is_same_v<W, Q5_1W>) {
+    // Legacy blocks: f16 d [| f16 m] [| qh[4]] | qs[16], one block a sub-block.
+    constexpr int kM = std::is_same_v<W, Q4_1W> || std::is_same_v<W, Q5_1W> ? 2 : 0;
+    constexpr bool kFifth = std::is_same_v<W, Q5_0W> || std::is_same_v<W, Q5_1W>;
+    constexpr int kQs = 2 + kM + (kFifth ? 4 : 0);
+    *w = NibblePair(b + kQs, b + W::kBytes + kQs);
+    if constexpr (kFifth) {
+      const uint64_t bits = LoadLeU32(b + 2 + kM) | (uint64_t{LoadLeU32(b + W::kBytes + 2 + kM)} << 32);
+      *w = _mm512_mask_add_epi8(*w, static_cast<__mmask64>(bits), *w, _mm512_set1_epi8(0x10));
+    }
+  } else if constexpr (std::is_same_v<W, Q8_0W>) {
+    *w = Join(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)),
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + W::kBytes + 2)));
+  } else if constexpr (std::is_same_v<W, Q4_KW>) {
+    // Sub-blocks 2i and 2i + 1 are the low and high nibbles of qs[32 i ..].
+    *w = NibblePlanes(b + 16 + 32 * ((j % 8) / 2));
+  } else if constexpr (std::is_same_v<W, Q6_KW>) {
+    // Planes k and k + 1 (k = 0 or 2) of a half: the low (k = 0) or high
+    // nibbles of ql[64 half ..], 64 bytes; bits 2k and 2k + 2 of qh as bits
+    // 4-5.
+    const int s = static_cast<int>(j % 8), half = s / 4, k = s % 4;
+    const __m512i ql = _mm512_loadu_si512(b + 64 * half);
+    const __m512i low = _mm512_and_si512(k ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
+    const __m512i qh =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * half)));
+    const __m512i shift =
+        Join(_mm256_set1_epi16(static_cast<short>(2 * k)), _mm256_set1_epi16(static_cast<short>(2 * k + 2)));
+    const __m512i high = _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(qh, shift), 4), _mm512_set1_epi8(0x30));
+    *w = _mm512_sub_epi8(_mm512_or_si512(low, high), _mm512_set1_epi8(32));
+  }
+  return w_;
+}
+
+// Decodes pair p of the row (the second sub-block zero where kTail: past an
+// odd end); the offsets' weights go to adds[2p..]. The scales come from
+// W::Sub, whose codes the compiler drops where PairCodes gives them.
+template <class W, bool kTail>
+KILN_Q8_TARGET inline void GetPair(const uint8_t* row, int64_t p, PairBlock* o, float* adds) {
+  const int64_t j = 2 * p;
+  SubBlock a, b;
+  W::Sub(row + (j / W::kSubs) * W::kBytes, static_cast<int>(j % W::kSubs), &a);
+  if (kTail) {
+    b.w = _mm256_setzero_si256();
+  } else {
+    W::Sub(row + ((j + 1) / W::kSubs) * W::kBytes, static_cast<int>((j + 1) % W::kSubs), &b);
+  }
+  __m512i w;
+  if constexpr (!kTail && kPairCodes<W>) {
+    w = PairCodes<W>(row, j);
+  } else {
+    w = Join(a.w, b.w);
+  }
+  if (W::kSigned) {
+    o->neg = _mm512_movepi8_mask(w);
+    o->u = _mm512_abs_epi8(w);
+  } else {
+    o->neg = 0;
+    o->u = w;
+  }
+  float s[4] = {0, 0, 0, 0};
+  Scales(a, W::kPer16, &s[0], &s[1]);
+  if (!kTail) Scales(b, W::kPer16, &s[2], &s[3]);
+  o->mul = _mm_loadu_ps(s);
+  if (W::kHasAdd) {
+    adds[j] = a.add;
+    if (!kTail) adds[j + 1] = b.add;
+  }
+}
+
+// The four quarter scales of a pair across its 16 lanes.
+KILN_Q8_TARGET inline __m512 LaneScales(__m128 mul) {
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                               _mm512_castps128_ps512(mul));
+}
+
+// A token's activations for pair p: its 64 codes (32 past an odd end) and
+// its two block scales across the lanes.
+struct PairX {
+  __m512i q;
+  __m512 d;
+};
+
+template <bool kTail>
+KILN_Q8_TARGET inline PairX LoadX(const Q8Rows& x, int64_t subs, int64_t token, int64_t p) {
+  const int8_t* q = x.q + token * x.k + 64 * p;
+  const float* d = x.d + token * subs + 2 * p;
+  PairX o;
+  o.q = kTail ? _mm512_maskz_loadu_epi8(0xFFFFFFFFull, q) : _mm512_loadu_si512(q);
+  const __m128 d2 = kTail ? _mm_load_ss(d) : _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(d)));
+  o.d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                              _mm512_castps128_ps512(d2));
+  return o;
+}
+
+// acc += the pair's 16 lane sums, each times its weight and activation scales.
+template <class W>
+KILN_Q8_TARGET inline __m512 PairStep(const PairBlock& w, __m512 w_scale, const PairX& x, __m512 acc) {
+  const __m512i xs = W::kSigned ? _mm512_mask_sub_epi8(x.q, w.neg, _mm512_setzero_si512(), x.q) : x.q;
+  const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.u, xs);
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(w_scale, x.d), acc);
+}
+
+// sum_j adds[j] * (the token's d S of block j).
+KILN_Q8_TARGET inline float Offset(const float* adds, const float* dsum, int64_t subs) {
+  __m512 o = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= subs; j += 16) o = _mm512_fmadd_ps(_mm512_loadu_ps(adds + j), _mm512_loadu_ps(dsum + j), o);
+  if (j < subs) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (subs - j)) - 1);
+    o = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, adds + j), _mm512_maskz_loadu_ps(m, dsum + j), o);
+  }
+  return _mm512_reduce_add_ps(o);
+}
+
+// A row decoded once: its pairs and offsets' weights.
+struct DecodedRow {
+  std::vector<PairBlock> pairs;
+  std::vector<float> adds;
+};
+
+template <class W>
+KILN_Q8_TARGET void Decode(const uint8_t* row, int64_t subs, DecodedRow* o) {
+  const int64_t pairs = (subs + 1) / 2;
+  o->pairs.resize(static_cast<size_t>(pairs));
+  o->adds.resize(static_cast<size_t>(subs));
+  const int64_t full = subs / 2;
+  for (int64_t p = 0; p < full; ++p) GetPair<W, false>(row, p, &o->pairs[p], o->adds.data());
+  if (subs % 2) GetPair<W, true>(row, full, &o->pairs[full], o->adds.data());
+}
+
+// Pair p for every (row, token) of a kR x kT tile.
+template <class W, int kR, int kT, bool kTail>
+KILN_Q8_TARGET inline void TileStep(const DecodedRow* const* rows, const Q8Rows& x, int64_t subs, int64_t t0, int64_t p,
+                                    __m512 (&acc)[kR][kT]) {
+  PairX xs[kT];
+  for (int t = 0; t < kT; ++t) xs[t] = LoadX<kTail>(x, subs, t0 + t, p);
+  for (int r = 0; r < kR; ++r) {
+    const PairBlock& w = rows[r]->pairs[p];
+    const __m512 w_scale = LaneScales(w.mul);
+    for (int t = 0; t < kT; ++t) acc[r][t] = PairStep<W>(w, w_scale, xs[t], acc[r][t]);
+  }
+}
+
+// y[t * ldy + r] for kR decoded rows and kT tokens from t0.
+template <class W, int kR, int kT>
+KILN_Q8_TARGET void Tile(const DecodedRow* const* rows, const Q8Rows& x, int64_t subs, int64_t t0, float* y,
+                         int64_t ldy) {
+  __m512 acc[kR][kT];
+  for (int r = 0; r < kR; ++r) {
+    for (int t = 0; t < kT; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  const int64_t full = subs / 2;
+  for (int64_t p = 0; p < full; ++p) TileStep<W, kR, kT, false>(rows, x, subs, t0, p, acc);
+  if (subs % 2) TileStep<W, kR, kT, true>(rows, x, subs, t0, full, acc);
+  for (int r = 0; r < kR; ++r) {
+    for (int t = 0; t < kT; ++t) {
+      const float offset = W::kHasAdd ? Offset(rows[r]->adds.data(), x.dsum + (t0 + t) * subs, subs) : 0.0f;
+      y[(t0 + t) * ldy + r] = _mm512_reduce_add_ps(acc[r][t]) + offset;
+    }
+  }
+}
+
+// kR decoded rows against every token: tiles of 4 tokens, then one at a time.
+template <class W, int kR>
+KILN_Q8_TARGET void RowsTokens(const DecodedRow* const* rows, const Q8Rows& x, int64_t subs, int64_t tokens, float* y,
+                               int64_t ldy) {
+  int64_t t = 0;
+  for (; t + 4 <= tokens; t += 4) Tile<W, kR, 4>(rows, x, subs, t, y, ldy);
+  for (; t < tokens; ++t) Tile<W, kR, 1>(rows, x, subs, t, y, ldy);
+}
+
+// One token: each row decoded pair by pair as it is read.
+template <class W>
+KILN_Q8_TARGET void RowsInPlace(const uint8_t* rows, int64_t row_bytes, int64_t nrows, int64_t subs, const Q8Rows& x,
+                                float* y) {
+  thread_local std::vector<float> adds;
+  adds.resize(static_cast<size_t>(subs));
+  const int64_t full = subs / 2;
+  for (int64_t r = 0; r < nrows; ++r) {
+    const uint8_t* row = rows + r * row_bytes;
+    __m512 acc = _mm512_setzero_ps();
+    PairBlock w;
+    for (int64_t p = 0; p < full; ++p) {
+      GetPair<W, false>(row, p, &w, adds.data());
+      acc = PairStep<W>(w, LaneScales(w.mul), LoadX<false>(x, subs, 0, p), acc);
+    }
+    if (subs % 2) {
+      GetPair<W, true>(row, full, &w, adds.data());
+      acc = PairStep<W>(w, LaneScales(w.mul), LoadX<true>(x, subs, 0, full), acc);
+    }
+    const float offset = W::kHasAdd ? Offset(adds.data(), x.dsum, subs) : 0.0f;
+    y[r] = _mm512_reduce_add_ps(acc) + offset;
+  }
+}
+
+template <class W>
+KILN_Q8_TARGET void RowsDotQ8(const uint8_t* rows, int64_t row_bytes, int64_t nrows, int64_t k, const Q8Rows& x,
+                              int64_t tokens, float* y, int64_t ldy) {
+  const int64_t subs = k / 32;
+  if (tokens == 1) {
+    RowsInPlace<W>(rows, row_bytes, nrows, subs, x, y);
+    return;
+  }
+  thread_local DecodedRow decoded[4];
+  const DecodedRow* tile[4] = {&decoded[0], &decoded[1], &decoded[2], &decoded[3]};
+  int64_t r = 0;
+  for (; r + 4 <= nrows; r += 4) {
+    for (int i = 0; i < 4; ++i) Decode<W>(rows + (r + i) * row_bytes, subs, &decoded[i]);
+    RowsTokens<W, 4>(tile, x, subs, tokens, y + r, ldy);
+  }
+  for (; r < nrows; ++r) {
+    Decode<W>(rows + r * row_bytes, subs, &decoded[0]);
+    RowsTokens<W, 1>(tile, x, subs, tokens, y + r, ldy);
+  }
+}
+
+}  // namespace
+
+RowDotQ8Fn Q8RowDotAvx512(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ8_0:
+      return RowsDotQ8<Q8_0W>;
+    case GgmlType::kQ4_0:
+      return RowsDotQ8<Q4_0W>;
+    case GgmlType::kQ4_1:
+      return RowsDotQ8<Q4_1W>;
+    case GgmlType::kQ5_0:
+      return RowsDotQ8<Q5_0W>;
+    case GgmlType::kQ5_1:
+      return RowsDotQ8<Q5_1W>;
+    case GgmlType::kQ4_K:
+      return RowsDotQ8<Q4_KW>;
+    case GgmlType::kQ5_K:
+      return RowsDotQ8<Q5_KW>;
+    case GgmlType::kQ6_K:
+      return RowsDotQ8<Q6_KW>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace kiln::cpu
+#endif
