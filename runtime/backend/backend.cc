@@ -131,9 +131,15 @@ absl::StatusOr<Ceilings> ProbeCeilings(const Executor& executor, const BackendOp
     cpu::ThreadPool pool(options.threads);
     absl::StatusOr<cpu::CpuCeilings> c = cpu::ProbeCpuCeilings(pool);
     if (!c.ok()) return c.status();
-    return Ceilings{c->bytes_per_second, c->flops_per_second,
-                    absl::StrCat("parallel memcpy of 256 MiB, f32 matmul 128x2048x2048, ", pool.num_threads(),
-                                 " threads")};
+    // Prefill's ceiling is the peak of the instruction its matmuls are made of.
+    const auto* cpu_executor = dynamic_cast<const CpuExecutor*>(&executor);
+    const bool int8 = cpu_executor != nullptr && cpu_executor->UsesIntegerKernels() && c->int8_ops_per_second > 0;
+    return Ceilings{c->bytes_per_second, int8 ? c->int8_ops_per_second : c->f32_flops_per_second,
+                    absl::StrCat("parallel memcpy of 256 MiB; peak of ",
+                                 int8 ? absl::StrCat("int8 multiply-adds (", std::string(cpu::Q8KernelName(c->int8_kernel)),
+                                                     ")")
+                                      : std::string("f32 FMAs (256-bit)"),
+                                 ", ", pool.num_threads(), pool.num_threads() == 1 ? " thread" : " threads")};
   }
   for (const GpuBackend& gpu : GpuBackends()) {
     if (name == gpu.name && gpu.probe != nullptr) return gpu.probe(options);

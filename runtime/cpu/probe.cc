@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
-#include "runtime/cpu/matmul.h"
+#include "runtime/cpu/peak.h"
 
 namespace kiln::cpu {
 namespace {
@@ -18,6 +19,27 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Operations a second with every thread of the pool running `loop` (ops
+// done in n iterations) at once: chunks of the loop handed out until all
+// are done, the median of three timed rounds after a warm-up.
+double PeakRate(ThreadPool& pool, const std::function<double(int64_t)>& loop) {
+  constexpr int64_t kIterations = int64_t{1} << 20;  // a few ms a chunk
+  const int64_t chunks = 8 * pool.num_threads();
+  std::vector<double> rates;
+  for (int rep = 0; rep < 4; ++rep) {
+    std::vector<double> ops(static_cast<size_t>(chunks));
+    const auto start = std::chrono::steady_clock::now();
+    pool.ParallelFor(chunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) ops[i] = loop(kIterations);
+    });
+    const double seconds = Seconds(start);
+    double total = 0;
+    for (double o : ops) total += o;
+    if (rep > 0) rates.push_back(total / seconds);
+  }
+  return Median(rates);
 }
 
 }  // namespace
@@ -41,18 +63,9 @@ absl::StatusOr<CpuCeilings> ProbeCpuCeilings(ThreadPool& pool) {
   }
   c.bytes_per_second = 2.0 * sizeof(float) * n / Median(copy_s);
 
-  const int64_t tokens = 128, k = 2048, rows = 2048;
-  std::vector<float> x(tokens * k), w(rows * k), y(tokens * rows);
-  for (float& v : x) v = dist(rng);
-  for (float& v : w) v = dist(rng);
-  const WeightMatrix m{WeightStorage::Ggml(GgmlType::kF32), reinterpret_cast<const uint8_t*>(w.data()), rows, k};
-  std::vector<double> mm_s;
-  for (int rep = 0; rep < 4; ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-    if (absl::Status s = Matmul(x.data(), tokens, m, y.data(), pool); !s.ok()) return s;
-    if (rep > 0) mm_s.push_back(Seconds(start));
-  }
-  c.flops_per_second = 2.0 * tokens * k * rows / Median(mm_s);
+  c.f32_flops_per_second = PeakRate(pool, [](int64_t n) { return RunF32Peak(n); });
+  c.int8_kernel = BestQ8Kernel();
+  c.int8_ops_per_second = PeakRate(pool, [&](int64_t n) { return RunInt8Peak(c.int8_kernel, n); });
   return c;
 }
 

@@ -98,15 +98,20 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(Plan plan, cons
   return ex;
 }
 
-std::string CpuExecutor::Describe() const {
-  // Whether quantised weights meet int8 activations (the integer kernels) here.
-  bool int8 = false;
-  if (activations_ == cpu::Activations::kInt8 && cpu::DetectCpuIsa() == cpu::CpuIsa::kAvx2) {
-    for (const auto& [name, w] : weights_) int8 = int8 || (!w.storage.grouped && cpu::Q8RowDot(w.storage.ggml));
+bool CpuExecutor::UsesIntegerKernels() const {
+  if (activations_ != cpu::Activations::kInt8 || cpu::DetectCpuIsa() != cpu::CpuIsa::kAvx2) return false;
+  for (const auto& [name, w] : weights_) {
+    if (!w.storage.grouped && cpu::Q8RowDot(w.storage.ggml)) return true;
   }
-  return absl::StrFormat("cpu (%s, %d threads%s)", cpu::CpuIsaName(cpu::DetectCpuIsa()), pool_.num_threads(),
-                         int8 ? absl::StrCat(", int8 activations (", std::string(cpu::Q8KernelName(cpu::BestQ8Kernel())), ")")
-                              : std::string());
+  return false;
+}
+
+std::string CpuExecutor::Describe() const {
+  return absl::StrFormat(
+      "cpu (%s, %d threads%s)", cpu::CpuIsaName(cpu::DetectCpuIsa()), pool_.num_threads(),
+      UsesIntegerKernels()
+          ? absl::StrCat(", int8 activations (", std::string(cpu::Q8KernelName(cpu::BestQ8Kernel())), ")")
+          : std::string());
 }
 
 absl::StatusOr<std::span<const float>> CpuExecutor::Step(const StepBatch& batch) {

@@ -47,6 +47,9 @@ class CpuExecutor final : public Executor {
   const Plan& plan() const override { return plan_; }
   int64_t num_pages() const override { return num_pages_; }
   int threads() const { return pool_.num_threads(); }
+  // Whether some quantised weight meets int8 activations (the integer
+  // kernels) here.
+  bool UsesIntegerKernels() const;
 
  private:
   struct BoundWeight {

@@ -8,10 +8,13 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "runtime/cpu/matmul.h"
+#include "runtime/cpu/peak.h"
+#include "runtime/cpu/probe.h"
 #include "runtime/cpu/q8_dot.h"
 #include "runtime/cpu/weight_storage.h"
 #include "runtime/formats/quant.h"
@@ -350,6 +353,34 @@ TEST(MatmulIsaTest, Avx2KernelsWhereTheCpuHasAvx2) {
     EXPECT_EQ(MatmulIsa(s, CpuIsa::kAvx2), cpu_avx2 ? CpuIsa::kAvx2 : CpuIsa::kScalar) << name;
     EXPECT_EQ(MatmulIsa(s, CpuIsa::kScalar), CpuIsa::kScalar) << name;
   }
+}
+
+// The peak loops (kiln bench --probe's compute ceiling) count the
+// operations they issue: 2 a multiply-add, 12 chains of 8 f32 lanes or of
+// 32 / 64 byte products; 0 where the CPU lacks the instructions.
+TEST(PeakTest, LoopsCountTheirOperations) {
+  const bool avx2 = DetectCpuIsa() == CpuIsa::kAvx2;
+  EXPECT_EQ(RunF32Peak(1000), avx2 ? 2.0 * 12 * 8 * 1000 : 0.0);
+  for (auto [kernel, lanes] : {std::pair{Q8Kernel::kAvx2, 32}, {Q8Kernel::kAvxVnni, 32}, {Q8Kernel::kAvx512Vnni, 64}}) {
+    const bool present = Q8RowDot(GgmlType::kQ8_0, kernel) != nullptr;
+    EXPECT_EQ(RunInt8Peak(kernel, 1000), present ? 2.0 * 12 * lanes * 1000 : 0.0) << Q8KernelName(kernel);
+  }
+}
+
+// The probe's rates are those of the best integer kernel and of the FMAs,
+// both running (positive) where the CPU has AVX2.
+TEST(PeakTest, ProbeMeasuresBothPeaks) {
+  if (DetectCpuIsa() != CpuIsa::kAvx2) GTEST_SKIP() << "no AVX2: no peak loops";
+  ThreadPool pool(2);
+  absl::StatusOr<CpuCeilings> c = ProbeCpuCeilings(pool);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->int8_kernel, BestQ8Kernel());
+  EXPECT_GT(c->f32_flops_per_second, 1e9);
+  EXPECT_GT(c->int8_ops_per_second, 1e9);
+  EXPECT_GT(c->bytes_per_second, 1e8);
+  std::printf("[ measure  ] 2 threads: %.1f GB/s, f32 FMAs %.0f GFLOP/s, int8 (%s) %.0f GOP/s\n",
+              c->bytes_per_second / 1e9, c->f32_flops_per_second / 1e9,
+              std::string(Q8KernelName(c->int8_kernel)).c_str(), c->int8_ops_per_second / 1e9);
 }
 
 TEST(MatmulErrorTest, RejectsBadShapesAndStorages) {
