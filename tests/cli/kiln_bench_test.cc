@@ -1,6 +1,7 @@
 // `kiln bench` end to end on the CPU: its model accounting against the GGUF
 // file's own tensor sizes, the figures it reports, and its argument errors.
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
@@ -109,6 +110,28 @@ TEST(KilnBench, RefusesBadArgumentsWithTheirReason) {
     EXPECT_NE(r.exit_code, 0) << c.args;
     EXPECT_THAT(r.output, HasSubstr(c.message)) << c.args;
   }
+}
+
+// Peer figures stand beside a run only where they were measured: the
+// shared notes are the H200's with Llama-3-8B, so a CPU run of another model
+// shows none; notes named with --peers are taken as they are.
+TEST(KilnBench, PeerFiguresOnlyWhereTheyWereMeasured) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  const std::string artifact = CompileStories("");
+  const std::filesystem::path notes = std::filesystem::path(artifact).parent_path() / "peers.md";
+  {
+    std::ofstream f(notes);
+    f << "| format | pp8 | tg4 |\n|---|---|---|\n| F32 | 1,234 | 567 / 890 |\n";
+  }
+  const std::string run = "bench " + Quote(artifact) + " --backend cpu --prompt 8 --gen 4 --repeats 1";
+  const testing::CommandResult plain = RunKiln(run);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_THAT(plain.output, Not(HasSubstr("tok/s (F32"))) << "no peer measured this CPU";
+  const testing::CommandResult named = RunKiln(run + " --peers " + Quote(notes.string()));
+  ASSERT_EQ(named.exit_code, 0) << named.output;
+  EXPECT_THAT(named.output, HasSubstr("peer 1234 tok/s (F32 pp8)"));
+  EXPECT_THAT(named.output, HasSubstr("peer 890 tok/s (F32 tg4)"));
 }
 
 TEST(KilnBench, ProgramOnlyArtifactsBindTheirWeightsFromTheModelFile) {

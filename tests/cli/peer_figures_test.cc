@@ -35,6 +35,11 @@ TEST(PeerFigures, MissingRowsAndColumnsGiveNothing) {
   EXPECT_FALSE(FindPeerFigure(kNotes, "Q4_K_M", "pp1024").has_value());
   EXPECT_FALSE(FindPeerFigure(kNotes, "device-to-device", "median").has_value()) << "exact row names unless a prefix";
   EXPECT_FALSE(FindPeerFigure("", "F16", "pp512").has_value());
+  // A column is its header's first word: pp5 and tg1 are not pp512 and tg128.
+  EXPECT_FALSE(FindPeerFigure(kNotes, "Q4_K_M", "pp5").has_value());
+  EXPECT_FALSE(FindPeerFigure(kNotes, "Q4_K_M", "tg1").has_value());
+  EXPECT_EQ(FindPeerFigure("| format | pp512 FA off / on |\n|---|---|\n| Q4_K_M | 9,084 / 9,250 |\n", "Q4_K_M", "pp512"),
+            9250);
 }
 
 TEST(PeerFigures, StorageNamesMapToThePeersRows) {

@@ -3,6 +3,7 @@
 // bandwidth for decode) and beside the peers' figures on the same card.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -199,7 +200,13 @@ int RunBench(int argc, char** argv) {
   if (peers_path.empty()) {
     peers_path = backend == "vulkan" ? "../shared/peers/llama.cpp-vulkan-h200.md" : "../shared/peers/llama.cpp-h200.md";
   }
-  const std::string peers = ReadFile(peers_path);
+  // The peers' figures hold for their card and model: the H200 and the
+  // Llama-3-8B shape (8.03 B parameters) unless --peers names other notes.
+  // A CPU run, or another model, has no peer figure to stand beside.
+  const bool peers_apply =
+      !args.Get("peers").empty() ||
+      (backend != "cpu" && absl::StrContains(ex.Describe(), "H200") && std::abs(cost->params / 8.03e9 - 1.0) < 0.02);
+  const std::string peers = peers_apply ? ReadFile(peers_path) : std::string();
   // The card's ceilings live in the CUDA peer's notes, beside the peers file.
   const size_t slash = peers_path.rfind('/');
   const std::string card_path =

@@ -71,7 +71,11 @@ std::optional<double> FindPeerFigure(std::string_view markdown, std::string_view
     const bool match = row_prefix ? absl::StartsWithIgnoreCase(cells[0], A(row)) : absl::EqualsIgnoreCase(cells[0], A(row));
     if (!match) continue;
     for (size_t i = 1; i < std::min(header.size(), cells.size()); ++i) {
-      if (absl::StartsWith(header[i], A(column))) return CellValue(cells[i]);
+      // The header's first word is the column ("pp512 FA off / on" is pp512, not pp5).
+      const absl::string_view h = header[i];
+      if (absl::StartsWith(h, A(column)) && (h.size() == column.size() || h[column.size()] == ' ')) {
+        return CellValue(cells[i]);
+      }
     }
   }
   return std::nullopt;

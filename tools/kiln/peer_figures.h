@@ -14,7 +14,8 @@ std::string PeerFormatName(std::string_view storage);
 
 // In any table of `markdown`: the cell of the row whose first cell is `row`
 // (case-insensitive, or starts with it when `row_prefix`), in the column
-// whose header starts with `column`. "a / b" cells (flash attention off / on)
+// whose header is `column` or starts with it and a space ("pp512 FA off /
+// on"; "pp5" is not "pp512"). "a / b" cells (flash attention off / on)
 // give the larger; thousands separators and units after the number are ignored.
 std::optional<double> FindPeerFigure(std::string_view markdown, std::string_view row, std::string_view column,
                                      bool row_prefix = false);
