@@ -163,19 +163,6 @@ KILN_Q8_TARGET inline void SetPair(__m512i w, const float* quarter_scales, PairB
 template <class W>
 constexpr int kGroupPairs = W::kSubs == 8 ? 4 : 1;
 
-// The 8 sub-block scales and mins of a q4_K / q5_K super-block (12 bytes at
-// t, 6 bits each: sub-blocks 0-3 in the low 6 bits of t[0..3] / t[4..7],
-// 4-7 in the nibbles of t[8..11] with their top 2 bits in bits 6-7 of
-// t[0..3] / t[4..7]), unpacked four bytes at a time.
-inline void ScalesAndMinsK4(const uint8_t* t, uint8_t sc[8], uint8_t m[8]) {
-  const uint32_t a = LoadLeU32(t), b = LoadLeU32(t + 4), c = LoadLeU32(t + 8);
-  const uint32_t low6 = 0x3F3F3F3Fu, nibble = 0x0F0F0F0Fu, top2 = 0x30303030u;
-  const uint32_t words[4] = {a & low6, (c & nibble) | ((a >> 2) & top2), b & low6,
-                             ((c >> 4) & nibble) | ((b >> 2) & top2)};
-  std::memcpy(sc, words, 8);
-  std::memcpy(m, words + 2, 8);
-}
-
 // Group g of the row into out[0..kGroupPairs) (whole pairs only; an odd
 // end is GetPair<W, true>'s), the offsets' weights to adds[2 kGroupPairs g ..].
 template <class W>
@@ -190,28 +177,19 @@ KILN_Q8_TARGET inline void DecodeGroup(const uint8_t* row, int64_t g, PairBlock*
           _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
       _mm512_store_ps(quarters, _mm512_mul_ps(d, sc));
     } else {
-      static_assert(std::is_same_v<W, Q4_KW> || std::is_same_v<W, Q5_KW>);
-      uint8_t sc[8], m[8];
-      ScalesAndMinsK4(b + 4, sc, m);
-      const __m256 muls = _mm256_mul_ps(
-          _mm256_set1_ps(avx2::LoadF16(b)),
-          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)))));
-      const __m256 mins =
-          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m))));
-      _mm256_storeu_ps(adds + 8 * g, _mm256_mul_ps(_mm256_set1_ps(-avx2::LoadF16(b + 2)), mins));
+      static_assert(W::kBlockScales);
+      alignas(32) float muls[8];
+      BlockScalesK4(b, muls, adds + 8 * g);
       // Sub-block s's scale on both of its quarters.
       _mm512_store_ps(quarters, _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
-                                                      _mm512_castps256_ps512(muls)));
+                                                      _mm512_castps256_ps512(_mm256_load_ps(muls))));
     }
     for (int i = 0; i < 4; ++i) {
       __m512i w;
       if constexpr (kPairCodes<W>) {
         w = PairCodes<W>(row, 8 * g + 2 * i);
       } else {
-        SubBlock lo, hi;
-        W::Sub(b, 2 * i, &lo);
-        W::Sub(b, 2 * i + 1, &hi);
-        w = Join(lo.w, hi.w);
+        w = Join(W::Codes(b, 2 * i), W::Codes(b, 2 * i + 1));
       }
       SetPair<W>(w, quarters + 4 * i, &out[i]);
     }
@@ -280,7 +258,9 @@ KILN_Q8_TARGET void Decode(const uint8_t* row, int64_t subs, DecodedRow* o) {
   for (int64_t g = 0; g < full / kGroupPairs<W>; ++g) {
     DecodeGroup<W>(row, g, &o->pairs[kGroupPairs<W> * g], o->adds.data());
   }
-  if (subs % 2) GetPair<W, true>(row, full, &o->pairs[full], o->adds.data());
+  if constexpr (W::kSubs == 1) {  // k-quant rows are whole super-blocks: no odd end
+    if (subs % 2) GetPair<W, true>(row, full, &o->pairs[full], o->adds.data());
+  }
 }
 
 // Pair p for every (row, token) of a kR x kT tile.
@@ -345,11 +325,13 @@ KILN_Q8_TARGET void RowsInPlace(const uint8_t* rows, int64_t row_bytes, int64_t 
         for (int t = 0; t < kT; ++t) acc[t] = PairStep<W>(group[i], w_scale, LoadX<false>(x, subs, t0 + t, p), acc[t]);
       }
     }
-    if (subs % 2) {
-      PairBlock w;
-      GetPair<W, true>(row, full, &w, adds.data());
-      const __m512 w_scale = LaneScales(w.mul);
-      for (int t = 0; t < kT; ++t) acc[t] = PairStep<W>(w, w_scale, LoadX<true>(x, subs, t0 + t, full), acc[t]);
+    if constexpr (W::kSubs == 1) {
+      if (subs % 2) {
+        PairBlock w;
+        GetPair<W, true>(row, full, &w, adds.data());
+        const __m512 w_scale = LaneScales(w.mul);
+        for (int t = 0; t < kT; ++t) acc[t] = PairStep<W>(w, w_scale, LoadX<true>(x, subs, t0 + t, full), acc[t]);
+      }
     }
     for (int t = 0; t < kT; ++t) {
       const float offset = W::kHasAdd ? Offset(adds.data(), x.dsum + (t0 + t) * subs, subs) : 0.0f;

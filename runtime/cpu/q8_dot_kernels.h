@@ -27,10 +27,20 @@ template <class W>
 struct RowInPlace {
   const uint8_t* row;
   float* adds;  // [subs]
+  mutable float block_mul[8] = {};  // kBlockScales: the super-block's, unpacked at its first sub-block
+  // Sub-blocks are taken in order, j = 0, 1, ...
   KILN_Q8_TARGET void Get(int64_t j, SubBlock* sb, __m256i* u) const {
-    W::Sub(row + (j / W::kSubs) * W::kBytes, static_cast<int>(j % W::kSubs), sb);
+    const uint8_t* b = row + (j / W::kSubs) * W::kBytes;
+    const int s = static_cast<int>(j % W::kSubs);
+    if constexpr (W::kBlockScales) {
+      if (s == 0) BlockScalesK4(b, block_mul, adds + j);
+      sb->w = W::Codes(b, s);
+      sb->mul = block_mul[s];
+    } else {
+      W::Sub(b, s, sb);
+      if (W::kHasAdd) adds[j] = sb->add;
+    }
     *u = W::kSigned ? _mm256_abs_epi8(sb->w) : sb->w;
-    if (W::kHasAdd) adds[j] = sb->add;
   }
   const float* Adds() const { return adds; }
 };

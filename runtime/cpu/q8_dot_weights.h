@@ -1,9 +1,10 @@
 // The weight types of the integer kernels (q8_dot.h): each supplies its
 // 32-element sub-blocks as byte codes plus how a sub-block's integer sum I
 // with an activation block (scale dx, codes summing to S) enters the dot
-// product: mul dx I + add dx S. Signed codes go through the sign trick (the
-// byte multiply-add takes unsigned times signed: |w| times x with w's
-// sign); q6_K has one scale per 16 elements. Included by the kernels' files
+// product: mul dx I + add dx S; q4_K and q5_K give their codes per
+// sub-block and their 8 scales per super-block (kBlockScales). Signed codes
+// go through the sign trick (the byte multiply-add takes unsigned times
+// signed: |w| times x with w's sign); q6_K has one scale per 16 elements. Included by the kernels' files
 // (q8_dot_kernels.h for AVX2 and AVX-VNNI, q8_dot_avx512.cc), each of which
 // defines KILN_Q8_TARGET (the functions' target attribute) first; everything
 // is in an anonymous namespace, compiled once per target. Internal to
@@ -13,6 +14,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "runtime/cpu/row_dot.h"
 #include "runtime/cpu/row_dot_avx2.h"
@@ -55,7 +57,7 @@ KILN_Q8_TARGET inline __m256i FifthBits(uint32_t bits) {
 // q8_0 (34 bytes): f16 d | int8 q[32].
 struct Q8_0W {
   static constexpr int kBytes = 34, kSubs = 1;
-  static constexpr bool kSigned = true, kPer16 = false, kHasAdd = false;
+  static constexpr bool kSigned = true, kPer16 = false, kHasAdd = false, kBlockScales = false;
   KILN_Q8_TARGET static void Sub(const uint8_t* b, int, SubBlock* o) {
     o->w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
     o->mul = avx2::LoadF16(b);
@@ -66,7 +68,7 @@ struct Q8_0W {
 // activations' sum, so the codes stay unsigned.
 struct Q4_0W {
   static constexpr int kBytes = 18, kSubs = 1;
-  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true;
+  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true, kBlockScales = false;
   KILN_Q8_TARGET static void Sub(const uint8_t* b, int, SubBlock* o) {
     o->w = Nibbles32(b + 2);
     o->mul = avx2::LoadF16(b);
@@ -77,7 +79,7 @@ struct Q4_0W {
 // q4_1 (20 bytes): f16 d | f16 m | qs[16]; w = d q + m.
 struct Q4_1W {
   static constexpr int kBytes = 20, kSubs = 1;
-  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true;
+  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true, kBlockScales = false;
   KILN_Q8_TARGET static void Sub(const uint8_t* b, int, SubBlock* o) {
     o->w = Nibbles32(b + 4);
     o->mul = avx2::LoadF16(b);
@@ -88,7 +90,7 @@ struct Q4_1W {
 // q5_0 (22 bytes): f16 d | qh[4] | qs[16]; w = d (q - 16), bit i of qh is bit 4 of element i.
 struct Q5_0W {
   static constexpr int kBytes = 22, kSubs = 1;
-  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true;
+  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true, kBlockScales = false;
   KILN_Q8_TARGET static void Sub(const uint8_t* b, int, SubBlock* o) {
     o->w = _mm256_or_si256(Nibbles32(b + 6), FifthBits(LoadLeU32(b + 2)));
     o->mul = avx2::LoadF16(b);
@@ -99,7 +101,7 @@ struct Q5_0W {
 // q5_1 (24 bytes): f16 d | f16 m | qh[4] | qs[16]; w = d q + m.
 struct Q5_1W {
   static constexpr int kBytes = 24, kSubs = 1;
-  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true;
+  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true, kBlockScales = false;
   KILN_Q8_TARGET static void Sub(const uint8_t* b, int, SubBlock* o) {
     o->w = _mm256_or_si256(Nibbles32(b + 8), FifthBits(LoadLeU32(b + 4)));
     o->mul = avx2::LoadF16(b);
@@ -107,37 +109,53 @@ struct Q5_1W {
   }
 };
 
-// A q4_K / q5_K block's sub-block s: w = d sc q - dmin m (f16 d, dmin at
-// the block's start, the 6-bit scales and mins after them).
-KILN_Q8_TARGET inline void ScaleAndMinK(const uint8_t* b, int s, SubBlock* o) {
-  int sc, m;
-  GetScaleMinK4(b + 4, s, &sc, &m);
-  o->mul = avx2::LoadF16(b) * static_cast<float>(sc);
-  o->add = -avx2::LoadF16(b + 2) * static_cast<float>(m);
+// The 8 sub-block scales and mins of a q4_K / q5_K super-block (12 bytes at
+// t, 6 bits each: sub-blocks 0-3 in the low 6 bits of t[0..3] / t[4..7],
+// 4-7 in the nibbles of t[8..11] with their top 2 bits in bits 6-7 of
+// t[0..3] / t[4..7]), unpacked four bytes at a time.
+inline void ScalesAndMinsK4(const uint8_t* t, uint8_t sc[8], uint8_t m[8]) {
+  const uint32_t a = LoadLeU32(t), b = LoadLeU32(t + 4), c = LoadLeU32(t + 8);
+  const uint32_t low6 = 0x3F3F3F3Fu, nibble = 0x0F0F0F0Fu, top2 = 0x30303030u;
+  const uint32_t words[4] = {a & low6, (c & nibble) | ((a >> 2) & top2), b & low6,
+                             ((c >> 4) & nibble) | ((b >> 2) & top2)};
+  std::memcpy(sc, words, 8);
+  std::memcpy(m, words + 2, 8);
+}
+
+// Eight bytes as eight floats.
+KILN_Q8_TARGET inline __m256 BytesToFloats(const uint8_t* v) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(v))));
+}
+
+// A q4_K / q5_K super-block's 8 sub-block weights at once (its 6-bit
+// scales unpacked together, not one sub-block at a time): mul[s] = d sc,
+// add[s] = -dmin m (f16 d, dmin at the block's start, the scales after them).
+KILN_Q8_TARGET inline void BlockScalesK4(const uint8_t* b, float* mul, float* add) {
+  uint8_t sc[8], m[8];
+  ScalesAndMinsK4(b + 4, sc, m);
+  _mm256_storeu_ps(mul, _mm256_mul_ps(_mm256_set1_ps(avx2::LoadF16(b)), BytesToFloats(sc)));
+  _mm256_storeu_ps(add, _mm256_mul_ps(_mm256_set1_ps(-avx2::LoadF16(b + 2)), BytesToFloats(m)));
 }
 
 // q4_K (144 bytes): f16 d | f16 dmin | scales[12] | qs[128]; sub-block s is
-// the low (s even) or high nibbles of qs[32 (s / 2) ..]; w = d sc q - dmin m.
+// the low (s even) or high nibbles of qs[32 (s / 2) ..]; w = d sc q - dmin m
+// (BlockScalesK4).
 struct Q4_KW {
   static constexpr int kBytes = 144, kSubs = 8;
-  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true;
-  KILN_Q8_TARGET static void Sub(const uint8_t* b, int s, SubBlock* o) {
-    o->w = NibblePlane(b + 16 + 32 * (s / 2), s % 2);
-    ScaleAndMinK(b, s, o);
-  }
+  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true, kBlockScales = true;
+  KILN_Q8_TARGET static __m256i Codes(const uint8_t* b, int s) { return NibblePlane(b + 16 + 32 * (s / 2), s % 2); }
 };
 
 // q5_K (176 bytes): as q4_K with qh[32] before qs: bit s of qh[l] is bit 4
 // of element l of sub-block s.
 struct Q5_KW {
   static constexpr int kBytes = 176, kSubs = 8;
-  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true;
-  KILN_Q8_TARGET static void Sub(const uint8_t* b, int s, SubBlock* o) {
+  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true, kBlockScales = true;
+  KILN_Q8_TARGET static __m256i Codes(const uint8_t* b, int s) {
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
     const __m256i fifth = _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)), 4),
                                            _mm256_set1_epi8(0x10));
-    o->w = _mm256_or_si256(NibblePlane(b + 48 + 32 * (s / 2), s % 2), fifth);
-    ScaleAndMinK(b, s, o);
+    return _mm256_or_si256(NibblePlane(b + 48 + 32 * (s / 2), s % 2), fifth);
   }
 };
 
@@ -147,7 +165,7 @@ struct Q5_KW {
 // w = d sc (q - 32) with one scale per 16 elements.
 struct Q6_KW {
   static constexpr int kBytes = 210, kSubs = 8;
-  static constexpr bool kSigned = true, kPer16 = true, kHasAdd = false;
+  static constexpr bool kSigned = true, kPer16 = true, kHasAdd = false, kBlockScales = false;
   KILN_Q8_TARGET static void Sub(const uint8_t* b, int s, SubBlock* o) {
     const int half = s / 4, k = s % 4;
     const __m256i low = NibblePlane(b + 64 * half + 32 * (k % 2), k / 2);
