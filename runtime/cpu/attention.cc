@@ -149,6 +149,144 @@ KILN_AVX2 void AttendOneAvx2(const float* q, const float* keys, const float* val
   }
 }
 
+#define KILN_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512dq,avx512bw,avx512vl")))
+
+// ExpNonPositive on sixteen lanes.
+KILN_AVX512 inline __m512 ExpNonPositive16(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.3f);
+  const __m512 xc = _mm512_max_ps(x, lo);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), xc);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  for (float c : {1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f}) {
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+  }
+  const __m512i two_n = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), _mm512_mul_ps(p, _mm512_castsi512_ps(two_n)));
+}
+
+// Lane m of the result is the sum of v[m]'s sixteen lanes, for m < 16, in
+// the order _mm512_reduce_add_ps takes (lanes 8 apart, then 4, 2, 1): the
+// sixteen sums with 46 operations instead of 16 x 8.
+KILN_AVX512 inline __m512 LaneSums16(const __m512* v) {
+  __m512 a[8], b[4], c[2];
+  for (int i = 0; i < 8; ++i) {  // lanes 0-7: v[2i]'s l + l+8; lanes 8-15: v[2i+1]'s
+    a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  for (int i = 0; i < 4; ++i) {  // quarter q: v[4i + q]'s l + l+4 (of the partial sums)
+    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  for (int i = 0; i < 2; ++i) {  // quarter q: v[8i + q]'s two partials, then v[8i + 4 + q]'s
+    c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // Lane 4q + m holds v[4m + q]'s sum.
+  const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+}
+
+// Up to kPassHeads heads' weighted sums of V a pass, kVecs x 16 elements
+// from element c0: their accumulators stay in registers while each V row is
+// read once for all of them.
+constexpr int kPassHeads = 6;
+// The most heads one call of AttendHeadsAvx512 takes.
+constexpr int64_t kMaxItemHeads = 64;
+
+template <int kVecs, class RowOf>
+KILN_AVX512 void WeightedValues(const float* values, const RowOf& row_of, int64_t n, int64_t c0, const float* p,
+                                int64_t p_stride, int heads, const float* inv, float* o, int64_t o_stride) {
+  __m512 acc[kPassHeads][kVecs];
+  for (int g = 0; g < kPassHeads; ++g) {
+    for (int c = 0; c < kVecs; ++c) acc[g][c] = _mm512_setzero_ps();
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const float* v = values + row_of(j) + c0;
+    __m512 vv[kVecs];
+    for (int c = 0; c < kVecs; ++c) vv[c] = _mm512_loadu_ps(v + 16 * c);
+    for (int g = 0; g < kPassHeads; ++g) {
+      if (g >= heads) break;
+      const __m512 e = _mm512_set1_ps(p[g * p_stride + j]);
+      for (int c = 0; c < kVecs; ++c) acc[g][c] = _mm512_fmadd_ps(e, vv[c], acc[g][c]);
+    }
+  }
+  for (int g = 0; g < heads; ++g) {
+    for (int c = 0; c < kVecs; ++c) {
+      _mm512_storeu_ps(o + g * o_stride + c0 + 16 * c, _mm512_mul_ps(acc[g][c], _mm512_set1_ps(inv[g])));
+    }
+  }
+}
+
+// `heads` query heads of one token that share a kv head (q and o: head h at
+// h * d), each over the same n positions, with sixteen lanes (head_dim a
+// multiple of 16). Scores sixteen positions at a time (a dot product's
+// lanes summed by LaneSums16; positions past n read row n - 1 and are
+// dropped), each block of K rows read from cache once for every head; then
+// each head's exponentials; then V rows read once a pass for up to
+// kPassHeads heads. A head's operations do not depend on which heads share
+// its item, so results do not depend on the thread count.
+template <class RowOf>
+KILN_AVX512 void AttendHeadsAvx512(const float* q, int64_t heads, const float* keys, const float* values,
+                                   const RowOf& row_of, int64_t n, int64_t d, float scale, float* scores, float* o) {
+  const int64_t n16 = (n + 15) / 16 * 16;
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int64_t j0 = 0; j0 < n16; j0 += 16) {
+    const float* k[16];
+    for (int i = 0; i < 16; ++i) k[i] = keys + row_of(std::min<int64_t>(j0 + i, n - 1));
+    for (int64_t h = 0; h < heads; ++h) {
+      __m512 acc[16];
+      for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+      for (int64_t c = 0; c < d; c += 16) {
+        const __m512 qv = _mm512_loadu_ps(q + h * d + c);
+        for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k[i] + c), acc[i]);
+      }
+      _mm512_storeu_ps(scores + h * n16 + j0, _mm512_mul_ps(LaneSums16(acc), vscale));
+    }
+  }
+  float inv[kMaxItemHeads];
+  const __mmask16 tail = static_cast<__mmask16>(n16 == n ? 0xFFFF : (1u << (n % 16)) - 1);
+  for (int64_t h = 0; h < heads; ++h) {
+    float* s = scores + h * n16;
+    const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    _mm512_storeu_ps(s + n16 - 16, _mm512_mask_mov_ps(neg_inf, tail, _mm512_loadu_ps(s + n16 - 16)));
+    __m512 vmax = neg_inf;
+    for (int64_t j = 0; j < n16; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(s + j));
+    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+    __m512 vsum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n16; j += 16) {
+      const __m512 e = ExpNonPositive16(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
+      _mm512_storeu_ps(s + j, e);
+      vsum = _mm512_add_ps(vsum, e);
+    }
+    inv[h] = 1.0f / _mm512_reduce_add_ps(vsum);
+  }
+  for (int64_t h0 = 0; h0 < heads; h0 += kPassHeads) {
+    const int pass = static_cast<int>(std::min<int64_t>(kPassHeads, heads - h0));
+    const float* p = scores + h0 * n16;
+    for (int64_t c0 = 0; c0 < d; c0 += 64) {
+      float* oh = o + h0 * d;
+      switch (std::min<int64_t>(64, d - c0) / 16) {
+        case 4:
+          WeightedValues<4>(values, row_of, n, c0, p, n16, pass, inv + h0, oh, d);
+          break;
+        case 3:
+          WeightedValues<3>(values, row_of, n, c0, p, n16, pass, inv + h0, oh, d);
+          break;
+        case 2:
+          WeightedValues<2>(values, row_of, n, c0, p, n16, pass, inv + h0, oh, d);
+          break;
+        default:
+          WeightedValues<1>(values, row_of, n, c0, p, n16, pass, inv + h0, oh, d);
+          break;
+      }
+    }
+  }
+}
+
 #endif  // __x86_64__
 
 }  // namespace
@@ -188,6 +326,31 @@ absl::Status PagedAttention(const AttentionBatch& b, const AttentionParams& p, c
 #if defined(__x86_64__)
   // Eight lanes where the CPU has AVX2 and a head is whole vectors.
   const bool avx2 = DetectCpuIsa() == CpuIsa::kAvx2 && d % 8 == 0;
+  // Sixteen, the heads of a kv head together, where it has AVX-512 and a head
+  // is whole 16-lane vectors.
+  static const bool has_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  if (avx2 && has_avx512 && d % 16 == 0) {
+    // An item is (token, kv head, a run of its query heads): all `group`
+    // heads where there are enough items for the threads, else fewer.
+    const int64_t units = b.tokens * pool.kv_heads;
+    const int64_t splits = std::max<int64_t>(1, (2 * threads.num_threads() + units - 1) / std::max<int64_t>(units, 1));
+    const int64_t per_item = std::min(kMaxItemHeads, std::max<int64_t>(1, (group + splits - 1) / splits));
+    const int64_t runs = (group + per_item - 1) / per_item;
+    threads.ParallelFor(units * runs, 1, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> scores;
+      scores.resize(static_cast<size_t>(per_item * ((longest + 15) / 16 * 16)));
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t i = item / (pool.kv_heads * runs), kvh = item / runs % pool.kv_heads, run = item % runs;
+        const int64_t h0 = kvh * group + run * per_item, heads = std::min(per_item, group - run * per_item);
+        const int64_t s = seq_of[i], kv_offset = kvh * d;
+        AttendHeadsAvx512(b.q + i * q_width + h0 * d, heads, keys, values,
+                          [&](int64_t j) { return row_of(s, j) + kv_offset; }, b.positions[i] + 1, d, p.scale,
+                          scores.data(), out + i * q_width + h0 * d);
+      }
+    });
+    return absl::OkStatus();
+  }
 #endif
   threads.ParallelFor(b.tokens * p.num_heads, 4, [&](int64_t begin, int64_t end) {
     std::vector<float> scores(static_cast<size_t>(longest));

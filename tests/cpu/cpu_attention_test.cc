@@ -223,6 +223,8 @@ const Shape kShapes[] = {
     {4, 4, 64, 16},   // multi-head
     {6, 1, 32, 8},    // multi-query
     {14, 2, 64, 16},  // Qwen2.5-0.5B's heads
+    {12, 2, 128, 16}, // Qwen2.5-1.5B's heads: more than one pass of heads over V, two 64-element chunks
+    {4, 2, 24, 8},    // head_dim 8 x 3: eight lanes only (AVX2) where sixteen take the others
 };
 
 const ScenarioCase kScenarios[] = {
