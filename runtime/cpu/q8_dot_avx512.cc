@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/cpu/lane_sums_avx512.h"
 #include "runtime/cpu/q8_dot_weights.h"
 
 namespace kiln::cpu {
@@ -231,8 +232,8 @@ KILN_Q8_TARGET inline __m512 PairStep(const PairBlock& w, __m512 w_scale, const 
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(w_scale, x.d), acc);
 }
 
-// sum_j adds[j] * (the token's d S of block j).
-KILN_Q8_TARGET inline float Offset(const float* adds, const float* dsum, int64_t subs) {
+// sum_j adds[j] * (the token's d S of block j), before its lanes are summed.
+KILN_Q8_TARGET inline __m512 OffsetLanes(const float* adds, const float* dsum, int64_t subs) {
   __m512 o = _mm512_setzero_ps();
   int64_t j = 0;
   for (; j + 16 <= subs; j += 16) o = _mm512_fmadd_ps(_mm512_loadu_ps(adds + j), _mm512_loadu_ps(dsum + j), o);
@@ -240,7 +241,11 @@ KILN_Q8_TARGET inline float Offset(const float* adds, const float* dsum, int64_t
     const __mmask16 m = static_cast<__mmask16>((1u << (subs - j)) - 1);
     o = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, adds + j), _mm512_maskz_loadu_ps(m, dsum + j), o);
   }
-  return _mm512_reduce_add_ps(o);
+  return o;
+}
+
+KILN_Q8_TARGET inline float Offset(const float* adds, const float* dsum, int64_t subs) {
+  return _mm512_reduce_add_ps(OffsetLanes(adds, dsum, subs));
 }
 
 // A row decoded once: its pairs and offsets' weights.
@@ -265,32 +270,51 @@ KILN_Q8_TARGET void Decode(const uint8_t* row, int64_t subs, DecodedRow* o) {
 
 // Pair p for every (row, token) of a kR x kT tile.
 template <class W, int kR, int kT, bool kTail>
-KILN_Q8_TARGET inline void TileStep(const DecodedRow* const* rows, const Q8Rows& x, int64_t subs, int64_t t0, int64_t p,
+KILN_Q8_TARGET inline void TileStep(const PairBlock* const* rows, const Q8Rows& x, int64_t subs, int64_t t0, int64_t p,
                                     __m512 (&acc)[kR][kT]) {
   PairX xs[kT];
   for (int t = 0; t < kT; ++t) xs[t] = LoadX<kTail>(x, subs, t0 + t, p);
   for (int r = 0; r < kR; ++r) {
-    const PairBlock& w = rows[r]->pairs[p];
+    const PairBlock& w = rows[r][p];
     const __m512 w_scale = LaneScales(w.mul);
     for (int t = 0; t < kT; ++t) acc[r][t] = PairStep<W>(w, w_scale, xs[t], acc[r][t]);
   }
 }
 
-// y[t * ldy + r] for kR decoded rows and kT tokens from t0.
+// y[t * ldy + r] for kR decoded rows and kT tokens from t0. A 4 x 4 tile's
+// sixteen sums (and offsets) are summed across lanes together, with the
+// bits single reductions give (LaneSums16): the same results as in place.
 template <class W, int kR, int kT>
 KILN_Q8_TARGET void Tile(const DecodedRow* const* rows, const Q8Rows& x, int64_t subs, int64_t t0, float* y,
                          int64_t ldy) {
+  const PairBlock* pairs[kR];
+  for (int r = 0; r < kR; ++r) pairs[r] = rows[r]->pairs.data();
   __m512 acc[kR][kT];
   for (int r = 0; r < kR; ++r) {
     for (int t = 0; t < kT; ++t) acc[r][t] = _mm512_setzero_ps();
   }
   const int64_t full = subs / 2;
-  for (int64_t p = 0; p < full; ++p) TileStep<W, kR, kT, false>(rows, x, subs, t0, p, acc);
-  if (subs % 2) TileStep<W, kR, kT, true>(rows, x, subs, t0, full, acc);
-  for (int r = 0; r < kR; ++r) {
-    for (int t = 0; t < kT; ++t) {
-      const float offset = W::kHasAdd ? Offset(rows[r]->adds.data(), x.dsum + (t0 + t) * subs, subs) : 0.0f;
-      y[(t0 + t) * ldy + r] = _mm512_reduce_add_ps(acc[r][t]) + offset;
+  for (int64_t p = 0; p < full; ++p) TileStep<W, kR, kT, false>(pairs, x, subs, t0, p, acc);
+  if (subs % 2) TileStep<W, kR, kT, true>(pairs, x, subs, t0, full, acc);
+  if constexpr (kR * kT == 16) {
+    __m512 lanes[16], offsets[16];
+    for (int r = 0; r < kR; ++r) {
+      for (int t = 0; t < kT; ++t) {
+        lanes[r * kT + t] = acc[r][t];
+        if (W::kHasAdd) offsets[r * kT + t] = OffsetLanes(rows[r]->adds.data(), x.dsum + (t0 + t) * subs, subs);
+      }
+    }
+    alignas(64) float out[16];
+    _mm512_store_ps(out, W::kHasAdd ? _mm512_add_ps(LaneSums16(lanes), LaneSums16(offsets)) : LaneSums16(lanes));
+    for (int r = 0; r < kR; ++r) {
+      for (int t = 0; t < kT; ++t) y[(t0 + t) * ldy + r] = out[r * kT + t];
+    }
+  } else {
+    for (int r = 0; r < kR; ++r) {
+      for (int t = 0; t < kT; ++t) {
+        const float offset = W::kHasAdd ? Offset(rows[r]->adds.data(), x.dsum + (t0 + t) * subs, subs) : 0.0f;
+        y[(t0 + t) * ldy + r] = _mm512_reduce_add_ps(acc[r][t]) + offset;
+      }
     }
   }
 }
