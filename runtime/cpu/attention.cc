@@ -101,52 +101,101 @@ KILN_AVX2 inline __m256 ExpNonPositive(__m256 x) {
   return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(two_n)), _mm256_cmp_ps(x, lo, _CMP_GE_OQ));
 }
 
-// One (token, head) of PagedAttention with eight lanes (head_dim a multiple
-// of 8): scores by FMAs over the head's elements, their exponentials eight
-// positions at a time, then the weighted sum of V rows 64 elements at a time.
-template <class RowOf>
-KILN_AVX2 void AttendOneAvx2(const float* q, const float* keys, const float* values, const RowOf& row_of,
-                             int64_t n, int64_t d, float scale, float* scores, float* o) {
-  float max = -std::numeric_limits<float>::infinity();
+// Lane m of the result is the sum of v[m]'s eight lanes, for m < 8: the
+// eight sums with 22 operations instead of 8 x 6.
+KILN_AVX2 inline __m256 LaneSums8(const __m256* v) {
+  __m256 a[4], b[2];
+  for (int i = 0; i < 4; ++i) {  // 128-bit lane 0: v[2i]'s l + l+4; lane 1: v[2i+1]'s
+    a[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                         _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+  }
+  for (int i = 0; i < 2; ++i) {  // lane h: v[4i + h]'s two partials, then v[4i + 2 + h]'s
+    b[i] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // Lane 4h + m holds v[2m + h]'s sum.
+  const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// The eight-lane heads' weighted sums of V: up to 4 heads a pass, kVecs x 8
+// elements from c0 (16 registers: 4 x 2 accumulators, the V row, the weight).
+constexpr int kPassHeads8 = 4;
+
+template <int kVecs, class RowOf>
+KILN_AVX2 void WeightedValuesAvx2(const float* values, const RowOf& row_of, int64_t n, int64_t c0, const float* p,
+                                  int64_t p_stride, int heads, const float* inv, float* o, int64_t o_stride) {
+  __m256 acc[kPassHeads8][kVecs];
+  for (int g = 0; g < kPassHeads8; ++g) {
+    for (int c = 0; c < kVecs; ++c) acc[g][c] = _mm256_setzero_ps();
+  }
   for (int64_t j = 0; j < n; ++j) {
-    const float* k = keys + row_of(j);
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    int64_t c = 0;
-    for (; c + 16 <= d; c += 16) {
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(k + c), a0);
-      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c + 8), _mm256_loadu_ps(k + c + 8), a1);
+    const float* v = values + row_of(j) + c0;
+    __m256 vv[kVecs];
+    for (int c = 0; c < kVecs; ++c) vv[c] = _mm256_loadu_ps(v + 8 * c);
+    for (int g = 0; g < kPassHeads8; ++g) {
+      if (g >= heads) break;
+      const __m256 e = _mm256_set1_ps(p[g * p_stride + j]);
+      for (int c = 0; c < kVecs; ++c) acc[g][c] = _mm256_fmadd_ps(e, vv[c], acc[g][c]);
     }
-    if (c < d) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(k + c), a0);
-    scores[j] = avx2::HorizontalSum(_mm256_add_ps(a0, a1)) * scale;
-    max = std::max(max, scores[j]);
   }
-  const __m256 vmax = _mm256_set1_ps(max);
-  __m256 vsum = _mm256_setzero_ps();
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 e = ExpNonPositive(_mm256_sub_ps(_mm256_loadu_ps(scores + j), vmax));
-    _mm256_storeu_ps(scores + j, e);
-    vsum = _mm256_add_ps(vsum, e);
-  }
-  if (j < n) {
-    alignas(32) float tail[8];
-    for (int i = 0; i < 8; ++i) tail[i] = j + i < n ? scores[j + i] : -std::numeric_limits<float>::infinity();
-    const __m256 e = ExpNonPositive(_mm256_sub_ps(_mm256_load_ps(tail), vmax));
-    _mm256_store_ps(tail, e);
-    for (int64_t i = 0; j + i < n; ++i) scores[j + i] = tail[i];
-    vsum = _mm256_add_ps(vsum, e);
-  }
-  const __m256 inv = _mm256_set1_ps(1.0f / avx2::HorizontalSum(vsum));
-  for (int64_t c0 = 0; c0 < d; c0 += 64) {
-    const int vecs = static_cast<int>(std::min<int64_t>(64, d - c0) / 8);
-    __m256 acc[8];
-    for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
-    for (int64_t p = 0; p < n; ++p) {
-      const float* v = values + row_of(p) + c0;
-      const __m256 e = _mm256_set1_ps(scores[p]);
-      for (int i = 0; i < vecs; ++i) acc[i] = _mm256_fmadd_ps(e, _mm256_loadu_ps(v + 8 * i), acc[i]);
+  for (int g = 0; g < heads; ++g) {
+    for (int c = 0; c < kVecs; ++c) {
+      _mm256_storeu_ps(o + g * o_stride + c0 + 8 * c, _mm256_mul_ps(acc[g][c], _mm256_set1_ps(inv[g])));
     }
-    for (int i = 0; i < vecs; ++i) _mm256_storeu_ps(o + c0 + 8 * i, _mm256_mul_ps(acc[i], inv));
+  }
+}
+
+// As AttendHeadsAvx512 (below) on eight lanes (head_dim a multiple of 8):
+// scores eight positions at a time, each block of K rows read once for
+// every head; V rows once a pass for up to kPassHeads8 heads.
+template <class RowOf>
+KILN_AVX2 void AttendHeadsAvx2(const float* q, int64_t heads, const float* keys, const float* values,
+                               const RowOf& row_of, int64_t n, int64_t d, float scale, float* scores, float* inv,
+                               float* o) {
+  const int64_t n8 = (n + 7) / 8 * 8;
+  const __m256 vscale = _mm256_set1_ps(scale);
+  for (int64_t j0 = 0; j0 < n8; j0 += 8) {
+    const float* k[8];
+    for (int i = 0; i < 8; ++i) k[i] = keys + row_of(std::min<int64_t>(j0 + i, n - 1));
+    for (int64_t h = 0; h < heads; ++h) {
+      __m256 acc[8];
+      for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
+      for (int64_t c = 0; c < d; c += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + h * d + c);
+        for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[i] + c), acc[i]);
+      }
+      _mm256_storeu_ps(scores + h * n8 + j0, _mm256_mul_ps(LaneSums8(acc), vscale));
+    }
+  }
+  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t h = 0; h < heads; ++h) {
+    float* s = scores + h * n8;
+    for (int64_t j = n; j < n8; ++j) s[j] = -std::numeric_limits<float>::infinity();
+    __m256 vmax = neg_inf;
+    for (int64_t j = 0; j < n8; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + j));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const __m256 m = _mm256_set1_ps(_mm_cvtss_f32(m4));
+    __m256 vsum = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n8; j += 8) {
+      const __m256 e = ExpNonPositive(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
+      _mm256_storeu_ps(s + j, e);
+      vsum = _mm256_add_ps(vsum, e);
+    }
+    inv[h] = 1.0f / avx2::HorizontalSum(vsum);
+  }
+  for (int64_t h0 = 0; h0 < heads; h0 += kPassHeads8) {
+    const int pass = static_cast<int>(std::min<int64_t>(kPassHeads8, heads - h0));
+    for (int64_t c0 = 0; c0 < d; c0 += 16) {
+      if (d - c0 >= 16) {
+        WeightedValuesAvx2<2>(values, row_of, n, c0, scores + h0 * n8, n8, pass, inv + h0, o + h0 * d, d);
+      } else {
+        WeightedValuesAvx2<1>(values, row_of, n, c0, scores + h0 * n8, n8, pass, inv + h0, o + h0 * d, d);
+      }
+    }
   }
 }
 
@@ -172,8 +221,6 @@ KILN_AVX512 inline __m512 ExpNonPositive16(__m512 x) {
 // from element c0: their accumulators stay in registers while each V row is
 // read once for all of them.
 constexpr int kPassHeads = 6;
-// The most heads one call of AttendHeadsAvx512 takes.
-constexpr int64_t kMaxItemHeads = 64;
 
 template <int kVecs, class RowOf>
 KILN_AVX512 void WeightedValues(const float* values, const RowOf& row_of, int64_t n, int64_t c0, const float* p,
@@ -209,7 +256,8 @@ KILN_AVX512 void WeightedValues(const float* values, const RowOf& row_of, int64_
 // its item, so results do not depend on the thread count.
 template <class RowOf>
 KILN_AVX512 void AttendHeadsAvx512(const float* q, int64_t heads, const float* keys, const float* values,
-                                   const RowOf& row_of, int64_t n, int64_t d, float scale, float* scores, float* o) {
+                                   const RowOf& row_of, int64_t n, int64_t d, float scale, float* scores, float* inv,
+                                   float* o) {
   const int64_t n16 = (n + 15) / 16 * 16;
   const __m512 vscale = _mm512_set1_ps(scale);
   for (int64_t j0 = 0; j0 < n16; j0 += 16) {
@@ -225,7 +273,6 @@ KILN_AVX512 void AttendHeadsAvx512(const float* q, int64_t heads, const float* k
       _mm512_storeu_ps(scores + h * n16 + j0, _mm512_mul_ps(LaneSums16(acc), vscale));
     }
   }
-  float inv[kMaxItemHeads];
   const __mmask16 tail = static_cast<__mmask16>(n16 == n ? 0xFFFF : (1u << (n % 16)) - 1);
   for (int64_t h = 0; h < heads; ++h) {
     float* s = scores + h * n16;
@@ -302,29 +349,36 @@ absl::Status PagedAttention(const AttentionBatch& b, const AttentionParams& p, c
   }
 
 #if defined(__x86_64__)
-  // Eight lanes where the CPU has AVX2 and a head is whole vectors.
-  const bool avx2 = DetectCpuIsa() == CpuIsa::kAvx2 && d % 8 == 0;
-  // Sixteen, the heads of a kv head together, where it has AVX-512 and a head
-  // is whole 16-lane vectors.
+  // Sixteen lanes where the CPU has AVX-512 and a head is whole 16-lane
+  // vectors, else eight where it has AVX2 and a head is whole 8-lane ones.
   static const bool has_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  if (avx2 && has_avx512 && d % 16 == 0) {
+  const int64_t lanes = DetectCpuIsa() != CpuIsa::kAvx2 ? 0 : has_avx512 && d % 16 == 0 ? 16 : d % 8 == 0 ? 8 : 0;
+  if (lanes != 0) {
     // An item is (token, kv head, a run of its query heads): all `group`
-    // heads where there are enough items for the threads, else fewer.
+    // heads where there are enough items for the threads, else fewer. A
+    // head's operations do not depend on which heads share its item.
     const int64_t units = b.tokens * pool.kv_heads;
     const int64_t splits = std::max<int64_t>(1, (2 * threads.num_threads() + units - 1) / std::max<int64_t>(units, 1));
-    const int64_t per_item = std::min(kMaxItemHeads, std::max<int64_t>(1, (group + splits - 1) / splits));
+    const int64_t per_item = std::max<int64_t>(1, (group + splits - 1) / splits);
     const int64_t runs = (group + per_item - 1) / per_item;
+    const int64_t padded = (longest + lanes - 1) / lanes * lanes;
     threads.ParallelFor(units * runs, 1, [&](int64_t begin, int64_t end) {
-      thread_local std::vector<float> scores;
-      scores.resize(static_cast<size_t>(per_item * ((longest + 15) / 16 * 16)));
+      thread_local std::vector<float> scores, inv;
+      scores.resize(static_cast<size_t>(per_item * padded));
+      inv.resize(static_cast<size_t>(per_item));
       for (int64_t item = begin; item < end; ++item) {
         const int64_t i = item / (pool.kv_heads * runs), kvh = item / runs % pool.kv_heads, run = item % runs;
         const int64_t h0 = kvh * group + run * per_item, heads = std::min(per_item, group - run * per_item);
         const int64_t s = seq_of[i], kv_offset = kvh * d;
-        AttendHeadsAvx512(b.q + i * q_width + h0 * d, heads, keys, values,
-                          [&](int64_t j) { return row_of(s, j) + kv_offset; }, b.positions[i] + 1, d, p.scale,
-                          scores.data(), out + i * q_width + h0 * d);
+        const auto row = [&](int64_t j) { return row_of(s, j) + kv_offset; };
+        const float* q = b.q + i * q_width + h0 * d;
+        float* o = out + i * q_width + h0 * d;
+        if (lanes == 16) {
+          AttendHeadsAvx512(q, heads, keys, values, row, b.positions[i] + 1, d, p.scale, scores.data(), inv.data(), o);
+        } else {
+          AttendHeadsAvx2(q, heads, keys, values, row, b.positions[i] + 1, d, p.scale, scores.data(), inv.data(), o);
+        }
       }
     });
     return absl::OkStatus();
@@ -338,13 +392,6 @@ absl::Status PagedAttention(const AttentionBatch& b, const AttentionParams& p, c
       const int64_t kv_offset = (h / group) * d;
       const float* q = b.q + i * q_width + h * d;
       const int64_t n = b.positions[i] + 1;
-#if defined(__x86_64__)
-      if (avx2) {
-        AttendOneAvx2(q, keys, values, [&](int64_t j) { return row_of(s, j) + kv_offset; }, n, d, p.scale,
-                      scores.data(), out + i * q_width + h * d);
-        continue;
-      }
-#endif
       float max = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < n; ++j) {
         scores[j] = Dot(q, keys + row_of(s, j) + kv_offset, d) * p.scale;

@@ -62,8 +62,10 @@ struct AttentionParams {
 //   out[t, h] = sum_{j <= p} softmax_j(scale * q[t, h] · K_s[j, h / group]) V_s[j, h / group]
 // with group = num_heads / kv_heads: causal attention over positions 0..p of
 // the sequence, cached or just written. Two passes in f32 (scores, then
-// exp-weighted sum of V) per (token, head), spread over the thread pool;
-// results do not depend on the thread count. out: [tokens, num_heads *
+// exp-weighted sum of V) per (token, head), the heads of one kv head taken
+// together (each K and V row read once for all of them; 16 lanes with
+// AVX-512, 8 with AVX2), spread over the thread pool; a (token, head)'s
+// result depends neither on the thread count nor on the other tokens. out: [tokens, num_heads *
 // head_dim], not aliasing q.
 //
 // Errors (nothing is written): layer or head counts out of range,
