@@ -225,6 +225,7 @@ const Shape kShapes[] = {
     {14, 2, 64, 16},  // Qwen2.5-0.5B's heads
     {12, 2, 128, 16}, // Qwen2.5-1.5B's heads: more than one pass of heads over V, two 64-element chunks
     {4, 2, 24, 8},    // head_dim 8 x 3: eight lanes only (AVX2) where sixteen take the others
+    {10, 2, 40, 16},  // eight lanes, 5 heads a kv head: two passes over V of up to 4 heads
 };
 
 const ScenarioCase kScenarios[] = {
