@@ -5,9 +5,9 @@
 // 4 tokens over rows decoded once (16 accumulators: each weight and
 // activation register is used four times); up to 4 tokens walk the rows in
 // place, decoding a k-quant super-block (or a pair of legacy blocks) at a
-// time and stepping every token over it. Every (row, token) result takes the same
-// operations in the same order on every path, so it never depends on the
-// tile, the batch or the thread; its bits are not AVX2's (other sums).
+// time and stepping every token over it. Every (row, token) result takes
+// the same operations in the same order on every path, so it never depends
+// on the tile, the batch or the thread; its bits are not AVX2's (other sums).
 
 #include "runtime/cpu/q8_dot.h"
 
@@ -27,17 +27,13 @@ namespace {
 // Sub-blocks 2p and 2p + 1 of a row (the second zero past an odd end).
 // Int32 lane l of a vpdpbusd over them sums elements 4l..4l+3: lanes 0-7
 // are sub-block 2p, 8-15 sub-block 2p + 1, each half of 4 lanes one
-// 16-element half (where q6_K's scales change).
+// 16-element half (where q6_K's scales change; the legacy types give each
+// sub-block's scale to both of its quarters).
 struct alignas(64) PairBlock {
   __m512i u;      // what vpdpbusd takes: the codes, or their magnitudes (kSigned)
   __m128 mul;     // the scale of each 16-element quarter
   __mmask64 neg;  // kSigned: the elements whose weight is negative
 };
-
-KILN_Q8_TARGET inline void Scales(const SubBlock& s, bool per16, float* lo, float* hi) {
-  *lo = per16 ? s.mul * static_cast<float>(s.sc16[0]) : s.mul;
-  *hi = per16 ? s.mul * static_cast<float>(s.sc16[1]) : s.mul;
-}
 
 // The pair's codes from its two sub-blocks (the second zero past an odd end).
 KILN_Q8_TARGET inline __m512i Join(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
@@ -74,7 +70,6 @@ constexpr bool kPairCodes =
 // The codes of sub-blocks j and j + 1 (j even) where kPairCodes<W>.
 template <class W>
 KILN_Q8_TARGET inline __m512i PairCodes(const uint8_t* row, int64_t j) {
-  __m512i w_, *w = &w_;
   const uint8_t* b = row + (j / W::kSubs) * W::kBytes;
   if constexpr (std::is_same_v<W, Q4_0W> || std::is_same_v<W, Q4_1W> || std::is_same_v<W, Q5_0W> ||
                 std::is_same_v<W, Q5_1W>) {
@@ -82,18 +77,18 @@ KILN_Q8_TARGET inline __m512i PairCodes(const uint8_t* row, int64_t j) {
     constexpr int kM = std::is_same_v<W, Q4_1W> || std::is_same_v<W, Q5_1W> ? 2 : 0;
     constexpr bool kFifth = std::is_same_v<W, Q5_0W> || std::is_same_v<W, Q5_1W>;
     constexpr int kQs = 2 + kM + (kFifth ? 4 : 0);
-    *w = NibblePair(b + kQs, b + W::kBytes + kQs);
-    if constexpr (kFifth) {
-      const uint64_t bits = LoadLeU32(b + 2 + kM) | (uint64_t{LoadLeU32(b + W::kBytes + 2 + kM)} << 32);
-      *w = _mm512_mask_add_epi8(*w, static_cast<__mmask64>(bits), *w, _mm512_set1_epi8(0x10));
-    }
+    const __m512i w = NibblePair(b + kQs, b + W::kBytes + kQs);
+    if constexpr (!kFifth) return w;
+    const uint64_t bits = LoadLeU32(b + 2 + kM) | (uint64_t{LoadLeU32(b + W::kBytes + 2 + kM)} << 32);
+    return _mm512_mask_add_epi8(w, static_cast<__mmask64>(bits), w, _mm512_set1_epi8(0x10));
   } else if constexpr (std::is_same_v<W, Q8_0W>) {
-    *w = Join(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)),
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + W::kBytes + 2)));
+    return Join(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)),
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + W::kBytes + 2)));
   } else if constexpr (std::is_same_v<W, Q4_KW>) {
     // Sub-blocks 2i and 2i + 1 are the low and high nibbles of qs[32 i ..].
-    *w = NibblePlanes(b + 16 + 32 * ((j % 8) / 2));
-  } else if constexpr (std::is_same_v<W, Q6_KW>) {
+    return NibblePlanes(b + 16 + 32 * ((j % 8) / 2));
+  } else {
+    static_assert(std::is_same_v<W, Q6_KW>);
     // Planes k and k + 1 (k = 0 or 2) of a half: the low (k = 0) or high
     // nibbles of ql[64 half ..], 64 bytes; bits 2k and 2k + 2 of qh as bits
     // 4-5.
@@ -105,9 +100,8 @@ KILN_Q8_TARGET inline __m512i PairCodes(const uint8_t* row, int64_t j) {
     const __m512i shift =
         Join(_mm256_set1_epi16(static_cast<short>(2 * k)), _mm256_set1_epi16(static_cast<short>(2 * k + 2)));
     const __m512i high = _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(qh, shift), 4), _mm512_set1_epi8(0x30));
-    *w = _mm512_sub_epi8(_mm512_or_si512(low, high), _mm512_set1_epi8(32));
+    return _mm512_sub_epi8(_mm512_or_si512(low, high), _mm512_set1_epi8(32));
   }
-  return w_;
 }
 
 // Decodes pair p of the row (the second sub-block zero where kTail: past an
@@ -136,9 +130,7 @@ KILN_Q8_TARGET inline void GetPair(const uint8_t* row, int64_t p, PairBlock* o, 
     o->neg = 0;
     o->u = w;
   }
-  float s[4] = {0, 0, 0, 0};
-  Scales(a, W::kPer16, &s[0], &s[1]);
-  if (!kTail) Scales(b, W::kPer16, &s[2], &s[3]);
+  const float s[4] = {a.mul, a.mul, kTail ? 0.0f : b.mul, kTail ? 0.0f : b.mul};
   o->mul = _mm_loadu_ps(s);
   if (W::kHasAdd) {
     adds[j] = a.add;

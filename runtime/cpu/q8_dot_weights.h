@@ -27,7 +27,6 @@ namespace {
 struct SubBlock {
   __m256i w;        // codes: int8 (kSigned) or bytes 0..63
   __m256i scale16;  // kPer16: int16 scale of elements 0..15 (low half), 16..31 (high half)
-  int sc16[2] = {1, 1};  // kPer16: the same two scales as integers
   float mul = 0;    // weight of the integer sum
   float add = 0;    // weight of the activation codes' sum (kHasAdd)
 };
@@ -175,8 +174,6 @@ struct Q6_KW {
     o->w = _mm256_sub_epi8(_mm256_or_si256(low, high), _mm256_set1_epi8(32));
     const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * half + 2 * k);
     o->scale16 = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
-    o->sc16[0] = sc[0];
-    o->sc16[1] = sc[1];
     o->mul = avx2::LoadF16(b + 208);
   }
 };
