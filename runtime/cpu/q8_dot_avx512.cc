@@ -104,6 +104,19 @@ KILN_Q8_TARGET inline __m512i PairCodes(const uint8_t* row, int64_t j) {
   }
 }
 
+// Sign handling and scales of a pair whose codes are w.
+template <class W>
+KILN_Q8_TARGET inline void SetPair(__m512i w, const float* quarter_scales, PairBlock* o) {
+  if (W::kSigned) {
+    o->neg = _mm512_movepi8_mask(w);
+    o->u = _mm512_abs_epi8(w);
+  } else {
+    o->neg = 0;
+    o->u = w;
+  }
+  o->mul = _mm_loadu_ps(quarter_scales);
+}
+
 // Decodes pair p of the row (the second sub-block zero where kTail: past an
 // odd end); the offsets' weights go to adds[2p..]. The scales come from
 // W::Sub, whose codes the compiler drops where PairCodes gives them.
@@ -123,32 +136,12 @@ KILN_Q8_TARGET inline void GetPair(const uint8_t* row, int64_t p, PairBlock* o, 
   } else {
     w = Join(a.w, b.w);
   }
-  if (W::kSigned) {
-    o->neg = _mm512_movepi8_mask(w);
-    o->u = _mm512_abs_epi8(w);
-  } else {
-    o->neg = 0;
-    o->u = w;
-  }
   const float s[4] = {a.mul, a.mul, kTail ? 0.0f : b.mul, kTail ? 0.0f : b.mul};
-  o->mul = _mm_loadu_ps(s);
+  SetPair<W>(w, s, o);
   if (W::kHasAdd) {
     adds[j] = a.add;
     if (!kTail) adds[j + 1] = b.add;
   }
-}
-
-// Sign handling and scales of a pair whose codes are w.
-template <class W>
-KILN_Q8_TARGET inline void SetPair(__m512i w, const float* quarter_scales, PairBlock* o) {
-  if (W::kSigned) {
-    o->neg = _mm512_movepi8_mask(w);
-    o->u = _mm512_abs_epi8(w);
-  } else {
-    o->neg = 0;
-    o->u = w;
-  }
-  o->mul = _mm_loadu_ps(quarter_scales);
 }
 
 // Pairs are decoded a group at a time: a k-quant's super-block (4 pairs,
@@ -393,30 +386,16 @@ KILN_Q8_TARGET void RowsDotQ8(const uint8_t* rows, int64_t row_bytes, int64_t nr
   }
 }
 
+struct Avx512Family {
+  template <class W>
+  static RowDotQ8Fn Of() {
+    return RowsDotQ8<W>;
+  }
+};
+
 }  // namespace
 
-RowDotQ8Fn Q8RowDotAvx512(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ8_0:
-      return RowsDotQ8<Q8_0W>;
-    case GgmlType::kQ4_0:
-      return RowsDotQ8<Q4_0W>;
-    case GgmlType::kQ4_1:
-      return RowsDotQ8<Q4_1W>;
-    case GgmlType::kQ5_0:
-      return RowsDotQ8<Q5_0W>;
-    case GgmlType::kQ5_1:
-      return RowsDotQ8<Q5_1W>;
-    case GgmlType::kQ4_K:
-      return RowsDotQ8<Q4_KW>;
-    case GgmlType::kQ5_K:
-      return RowsDotQ8<Q5_KW>;
-    case GgmlType::kQ6_K:
-      return RowsDotQ8<Q6_KW>;
-    default:
-      return nullptr;
-  }
-}
+RowDotQ8Fn Q8RowDotAvx512(GgmlType type) { return KernelForType<Avx512Family>(type); }
 
 }  // namespace kiln::cpu
 #endif

@@ -162,28 +162,14 @@ KILN_Q8_TARGET void RowsDotQ8(const uint8_t* rows, int64_t row_bytes, int64_t nr
 }
 
 // The kernel of each type with an integer path, else nullptr.
-RowDotQ8Fn KernelOf(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ8_0:
-      return RowsDotQ8<Q8_0W>;
-    case GgmlType::kQ4_0:
-      return RowsDotQ8<Q4_0W>;
-    case GgmlType::kQ4_1:
-      return RowsDotQ8<Q4_1W>;
-    case GgmlType::kQ5_0:
-      return RowsDotQ8<Q5_0W>;
-    case GgmlType::kQ5_1:
-      return RowsDotQ8<Q5_1W>;
-    case GgmlType::kQ4_K:
-      return RowsDotQ8<Q4_KW>;
-    case GgmlType::kQ5_K:
-      return RowsDotQ8<Q5_KW>;
-    case GgmlType::kQ6_K:
-      return RowsDotQ8<Q6_KW>;
-    default:
-      return nullptr;
+struct Avx2Family {
+  template <class W>
+  static RowDotQ8Fn Of() {
+    return RowsDotQ8<W>;
   }
-}
+};
+
+RowDotQ8Fn KernelOf(GgmlType type) { return KernelForType<Avx2Family>(type); }
 
 }  // namespace
 }  // namespace kiln::cpu

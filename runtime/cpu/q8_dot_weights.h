@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "runtime/cpu/q8_dot.h"
 #include "runtime/cpu/row_dot.h"
 #include "runtime/cpu/row_dot_avx2.h"
 #include "runtime/formats/quant.h"
@@ -177,6 +178,32 @@ struct Q6_KW {
     o->mul = avx2::LoadF16(b + 208);
   }
 };
+
+// A kernel family's function for `type` (Family::Of<W>() gives the one for
+// weight type W), or nullptr where the type has no integer path.
+template <class Family>
+RowDotQ8Fn KernelForType(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ8_0:
+      return Family::template Of<Q8_0W>();
+    case GgmlType::kQ4_0:
+      return Family::template Of<Q4_0W>();
+    case GgmlType::kQ4_1:
+      return Family::template Of<Q4_1W>();
+    case GgmlType::kQ5_0:
+      return Family::template Of<Q5_0W>();
+    case GgmlType::kQ5_1:
+      return Family::template Of<Q5_1W>();
+    case GgmlType::kQ4_K:
+      return Family::template Of<Q4_KW>();
+    case GgmlType::kQ5_K:
+      return Family::template Of<Q5_KW>();
+    case GgmlType::kQ6_K:
+      return Family::template Of<Q6_KW>();
+    default:
+      return nullptr;
+  }
+}
 
 }  // namespace
 }  // namespace kiln::cpu
