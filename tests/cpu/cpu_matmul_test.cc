@@ -1,8 +1,10 @@
 // Tests of runtime/cpu/matmul.h: every storage against the reference decoder
 // (runtime/formats/quant.h) and a double-precision dot, at several shapes
 // (odd K in blocks, N = 1, 3, 17, T = 1, 5); the AVX2 path against the scalar
-// one; int8 activations against the product they quantise; bitwise
-// independence from the thread count and from T.
+// one; int8 activations against the product they quantise, through Matmul
+// and through each integer kernel family this CPU has (AVX2, AVX-VNNI,
+// AVX-512 VNNI); bitwise independence from the thread count and from T; the
+// peak loops of `kiln bench --probe`.
 
 #include <algorithm>
 #include <cmath>
