@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +39,24 @@ uint64_t AvailableRamBytes() {
   }
   const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+// Maps the pages of weights read in place (from the model's mapping) now,
+// at load, where the kernel can (MADV_POPULATE_READ, Linux 5.14): left to
+// the first step, their page faults made the first prompt look many times
+// slower than it is (a 1-token prompt of Qwen2.5-Coder-1.5B took 357 ms).
+// Best effort: elsewhere the pages are mapped as they are first read.
+void PrefaultWeights(const uint8_t* data, size_t bytes) {
+#if defined(MADV_POPULATE_READ)
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (page <= 0 || bytes == 0) return;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~static_cast<uintptr_t>(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+#else
+  (void)data;
+  (void)bytes;
+#endif
 }
 
 }  // namespace
@@ -78,6 +97,7 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(Plan plan, cons
     } else {
       b.storage = *want;
       b.data = src->data.data();
+      PrefaultWeights(b.data, src->data.size());
     }
     ex->weights_.emplace(w.name, std::move(b));
   }
