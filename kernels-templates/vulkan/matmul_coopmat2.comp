@@ -58,7 +58,7 @@ layout(std430, set = 0, binding = 6) readonly buffer ActivationsF16 { float16_t 
 #define K_LOOP(W, LA, LW)                                    \
   {                                                          \
     uint k0 = 0u;                                            \
-    for (uint i = 0u; i < K / (8u * BK); ++i) {              \
+    [[dont_unroll]] for (uint i = 0u; i < K / (8u * BK); ++i) {\
       [[unroll]] for (uint j = 0u; j < 8u; ++j) {            \
         STEP(W, LA, LW, k0)                                  \
         k0 += BK;                                            \
