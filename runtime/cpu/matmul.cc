@@ -84,21 +84,30 @@ absl::Status Matmul(const float* x, int64_t tokens, const WeightMatrix& w, float
     thread_local std::vector<int8_t> codes;
     thread_local std::vector<float> scales;
     thread_local std::vector<float> sums;
+    thread_local std::vector<float> units;
+    thread_local std::vector<float> rescales;
+    const int group = Q8GroupOf(w.storage.ggml);
+    const int64_t supers = group == 256 ? k / 256 : 0;
     codes.resize(tokens * k);
     scales.resize(tokens * k / 32);
     sums.resize(tokens * k / 32);
+    units.resize(tokens * supers);
+    rescales.resize(tokens * supers);
     // The workers see this thread's buffers through these pointers (a
     // thread_local named in the lambda would be the worker's own).
     int8_t* const q = codes.data();
     float* const d = scales.data();
     float* const s = sums.data();
+    float* const u = units.data();
+    float* const rs = rescales.data();
     pool.ParallelFor(tokens, 1, [&](int64_t begin, int64_t end) {
-      QuantizeQ8(x + begin * k, end - begin, k, q + begin * k, d + begin * k / 32, s + begin * k / 32);
+      QuantizeQ8(x + begin * k, end - begin, k, group, q + begin * k, d + begin * k / 32, s + begin * k / 32,
+                 u + begin * supers, rs + begin * supers);
     });
     pool.ParallelFor(n, RowGrain(n, k, tokens, pool.num_threads()), [&](int64_t begin, int64_t end) {
       for (int64_t t0 = 0; t0 < tokens; t0 += kQ8TokenTile) {
         const int64_t tile = std::min(kQ8TokenTile, tokens - t0);
-        const Q8Rows xq{q + t0 * k, d + t0 * k / 32, s + t0 * k / 32, k};
+        const Q8Rows xq{q + t0 * k, d + t0 * k / 32, s + t0 * k / 32, k, u + t0 * supers, rs + t0 * supers};
         q8(w.data + begin * stride, stride, end - begin, k, xq, tile, y + t0 * n + begin, n);
       }
     });

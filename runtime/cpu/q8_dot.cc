@@ -5,6 +5,8 @@
 
 #include "runtime/cpu/q8_dot.h"
 
+#include <algorithm>
+
 #include "runtime/cpu/cpu_isa.h"
 
 #if defined(__x86_64__)
@@ -32,18 +34,23 @@ namespace kiln::cpu {
 #if defined(__x86_64__)
 namespace {
 
-// One block of 32: d = max|x| / 127, codes rounded to nearest even (the
-// MXCSR default), stored in element order.
-KILN_AVX2 void QuantizeBlock(const float* x, int8_t* q, float* d, float* dsum) {
-  __m256 v[4];
-  for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + 8 * i);
+// max|x| over 32 elements.
+KILN_AVX2 float BlockMax(const float* x) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256 m8 = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
-                                  _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+  __m256 m8 = _mm256_andnot_ps(sign, _mm256_loadu_ps(x));
+  for (int i = 1; i < 4; ++i) m8 = _mm256_max_ps(m8, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * i)));
   __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
   m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
   m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-  const float amax = _mm_cvtss_f32(m4);
+  return _mm_cvtss_f32(m4);
+}
+
+// One block of 32 against its group's largest magnitude amax: d = amax /
+// 127, codes rounded to nearest even (the MXCSR default), stored in element
+// order.
+KILN_AVX2 void QuantizeBlock(const float* x, float amax, int8_t* q, float* d, float* dsum) {
+  __m256 v[4];
+  for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + 8 * i);
   *d = amax / 127.0f;
   const __m256 inv = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
   __m256i c[4];
@@ -61,7 +68,26 @@ KILN_AVX2 void QuantizeBlock(const float* x, int8_t* q, float* d, float* dsum) {
 
 KILN_AVX2 void QuantizeRows(const float* x, int64_t tokens, int64_t k, int8_t* q, float* d, float* dsum) {
   const int64_t blocks = tokens * (k / 32);
-  for (int64_t b = 0; b < blocks; ++b) QuantizeBlock(x + 32 * b, q + 32 * b, d + b, dsum + b);
+  for (int64_t b = 0; b < blocks; ++b) QuantizeBlock(x + 32 * b, BlockMax(x + 32 * b), q + 32 * b, d + b, dsum + b);
+}
+
+// Groups of 256 (eight blocks, one scale), with their units and rescale factors.
+KILN_AVX2 void QuantizeSuperBlocks(const float* x, int64_t tokens, int64_t k, int8_t* q, float* d, float* dsum,
+                                   float* unit, float* rescale) {
+  const int64_t supers = k / 256;
+  for (int64_t t = 0; t < tokens; ++t) {
+    float u = 1.0f;
+    for (int64_t s = 0; s < supers; ++s) {
+      const int64_t e = t * k + 256 * s, b = e / 32;
+      float amax = 0.0f;
+      for (int i = 0; i < 8; ++i) amax = std::max(amax, BlockMax(x + e + 32 * i));
+      for (int i = 0; i < 8; ++i) QuantizeBlock(x + e + 32 * i, amax, q + e + 32 * i, d + b + i, dsum + b + i);
+      const float before = u;
+      if (d[b] > 0.0f) u = d[b];
+      unit[t * supers + s] = u;
+      rescale[t * supers + s] = s == 0 ? 1.0f : before / u;
+    }
+  }
 }
 
 }  // namespace
@@ -69,8 +95,13 @@ KILN_AVX2 void QuantizeRows(const float* x, int64_t tokens, int64_t k, int8_t* q
 RowDotQ8Fn Q8RowDotVnni(GgmlType type);    // q8_dot_vnni.cc
 RowDotQ8Fn Q8RowDotAvx512(GgmlType type);  // q8_dot_avx512.cc
 
-void QuantizeQ8(const float* x, int64_t tokens, int64_t k, int8_t* q, float* d, float* dsum) {
-  QuantizeRows(x, tokens, k, q, d, dsum);
+void QuantizeQ8(const float* x, int64_t tokens, int64_t k, int group, int8_t* q, float* d, float* dsum, float* unit,
+                float* rescale) {
+  if (group == 256) {
+    QuantizeSuperBlocks(x, tokens, k, q, d, dsum, unit, rescale);
+  } else {
+    QuantizeRows(x, tokens, k, q, d, dsum);
+  }
 }
 
 namespace {
@@ -113,13 +144,17 @@ RowDotQ8Fn Q8RowDot(GgmlType type, Q8Kernel kernel) {
 
 #else  // !__x86_64__
 
-void QuantizeQ8(const float*, int64_t, int64_t, int8_t*, float*, float*) {}
+void QuantizeQ8(const float*, int64_t, int64_t, int, int8_t*, float*, float*, float*, float*) {}
 Q8Kernel BestQ8Kernel() { return Q8Kernel::kAvx2; }
 RowDotQ8Fn Q8RowDot(GgmlType, Q8Kernel) { return nullptr; }
 
 #endif
 
 RowDotQ8Fn Q8RowDot(GgmlType type) { return Q8RowDot(type, BestQ8Kernel()); }
+
+int Q8GroupOf(GgmlType type) {
+  return type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K ? 256 : 32;
+}
 
 std::string_view Q8KernelName(Q8Kernel kernel) {
   switch (kernel) {

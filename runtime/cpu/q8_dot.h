@@ -1,5 +1,6 @@
 // Integer dot products (internal to runtime/cpu): the activations of a
-// matmul are quantised once to int8 per 32 elements, x ~ d * q, and each
+// matmul are quantised once to int8 per 32 elements (per 256 for the
+// k-quants), x ~ d * q, and each
 // weight row is multiplied into them with AVX2's byte multiply-adds
 // (vpmaddubsw), its own codes kept as integers and its scales applied once
 // per 32 elements. Several times fewer instructions per weight than decoding
@@ -17,18 +18,33 @@ namespace kiln::cpu {
 // Token rows of k activations (k a multiple of 32) as int8 blocks of 32:
 // row t's codes at q + t * k, its block scales at d + t * k / 32 and the
 // blocks' sums d * sum(q) at dsum + t * k / 32 (for weights with an offset).
+// Quantised for the k-quants (Q8GroupOf: 256), a super-block's eight blocks
+// share one scale, and per token and super-block s (k / 256 a token) `unit`
+// holds the unit u(s) of the AVX-512 kernels' sums (that scale, or where it
+// is 0 the unit before it, 1 if none) and `rescale` u(s - 1) / u(s) (1 for
+// s = 0): they carry a row's sum in units of the current super-block's scale
+// and apply the scale once at the end, not once per block and row.
 struct Q8Rows {
   const int8_t* q = nullptr;
   const float* d = nullptr;
   const float* dsum = nullptr;
   int64_t k = 0;
+  const float* unit = nullptr;
+  const float* rescale = nullptr;
 };
 
-// Quantises `tokens` rows of x (row-major, k a multiple of 32): per block
-// d = max|x| / 127 and q = x / d rounded to nearest (ties to even). A row's
-// codes depend on that row alone. Needs AVX2 (callers hold a kernel of
-// Q8RowDot, which exists only there).
-void QuantizeQ8(const float* x, int64_t tokens, int64_t k, int8_t* q, float* d, float* dsum);
+// Elements per activation scale for weights of `type`: 256 for the k-quants
+// (q4_K, q5_K, q6_K; as llama.cpp's q8_K), else 32.
+int Q8GroupOf(GgmlType type);
+
+// Quantises `tokens` rows of x (row-major, k a multiple of `group`, 32 or
+// 256): per group d = max|x| / 127 (each of its blocks' scale) and q = x / d
+// rounded to nearest (ties to even); for group 256 also the units and
+// rescale factors of Q8Rows (k / 256 a token). A row's codes depend on that
+// row alone. Needs AVX2 (callers hold a kernel of Q8RowDot, which exists
+// only there).
+void QuantizeQ8(const float* x, int64_t tokens, int64_t k, int group, int8_t* q, float* d, float* dsum,
+                float* unit = nullptr, float* rescale = nullptr);
 
 // y[t * ldy + r] = the dot product of row r (of `nrows`, row_bytes apart)
 // with token row t of x, for t < tokens. A result never depends on

@@ -1,7 +1,9 @@
 // The integer kernels of q8_dot.h on AVX-512 VNNI: two 32-element
 // sub-blocks in one 512-bit register, so one vpdpbusd, one conversion, one
 // scale product and one FMA cover 64 weights of a row against one token
-// (AVX2's kernels take each of them per 32). Prefill runs tiles of 4 rows x
+// (AVX2's kernels take each of them per 32); the k-quants, whose
+// activations have one scale a super-block, take no scale product (their
+// sums run in units of that scale: Q8Rows::unit). Prefill runs tiles of 4 rows x
 // 4 tokens over rows decoded once (16 accumulators: each weight and
 // activation register is used four times); up to 4 tokens walk the rows in
 // place, decoding a k-quant super-block (or a pair of legacy blocks) at a
@@ -209,12 +211,30 @@ KILN_Q8_TARGET inline PairX LoadX(const Q8Rows& x, int64_t subs, int64_t token, 
   return o;
 }
 
-// acc += the pair's 16 lane sums, each times its weight and activation scales.
+// The k-quants' activations have one scale a super-block (Q8GroupOf): their
+// sums run in units of it (Q8Rows::unit), rescaled between super-blocks,
+// so a pair's step takes no product of the two scales.
+template <class W>
+constexpr bool kUnits = W::kSubs == 8;
+
+// acc += the pair's 16 lane sums, each times its weight and activation
+// scales (the weight's alone in units).
 template <class W>
 KILN_Q8_TARGET inline __m512 PairStep(const PairBlock& w, __m512 w_scale, const PairX& x, __m512 acc) {
   const __m512i xs = W::kSigned ? _mm512_mask_sub_epi8(x.q, w.neg, _mm512_setzero_si512(), x.q) : x.q;
   const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.u, xs);
+  if constexpr (kUnits<W>) return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), w_scale, acc);
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(w_scale, x.d), acc);
+}
+
+// A token's sum of a row out of its lanes (in units: times the unit of its
+// last super-block), plus its offset; the tile's LaneSums16 gives the same
+// bits as the lane reduction here.
+template <class W>
+KILN_Q8_TARGET inline float RowResult(float lanes_sum, const Q8Rows& x, int64_t subs, int64_t token, float offset) {
+  float v = lanes_sum;
+  if constexpr (kUnits<W>) v = v * x.unit[token * (subs / 8) + subs / 8 - 1];
+  return v + offset;  // (a statement of its own: never contracted into an FMA)
 }
 
 // sum_j adds[j] * (the token's d S of block j), before its lanes are summed.
@@ -279,8 +299,21 @@ KILN_Q8_TARGET void Tile(const DecodedRow* const* rows, const Q8Rows& x, int64_t
     for (int t = 0; t < kT; ++t) acc[r][t] = _mm512_setzero_ps();
   }
   const int64_t full = subs / 2;
-  for (int64_t p = 0; p < full; ++p) TileStep<W, kR, kT, false>(pairs, x, subs, t0, p, acc);
-  if (subs % 2) TileStep<W, kR, kT, true>(pairs, x, subs, t0, full, acc);
+  if constexpr (kUnits<W>) {
+    const int64_t supers = subs / 8;
+    for (int64_t sb = 0; sb < supers; ++sb) {
+      if (sb > 0) {
+        for (int t = 0; t < kT; ++t) {
+          const __m512 f = _mm512_set1_ps(x.rescale[(t0 + t) * supers + sb]);
+          for (int r = 0; r < kR; ++r) acc[r][t] = _mm512_mul_ps(acc[r][t], f);
+        }
+      }
+      for (int64_t p = 4 * sb; p < 4 * sb + 4; ++p) TileStep<W, kR, kT, false>(pairs, x, subs, t0, p, acc);
+    }
+  } else {
+    for (int64_t p = 0; p < full; ++p) TileStep<W, kR, kT, false>(pairs, x, subs, t0, p, acc);
+    if (subs % 2) TileStep<W, kR, kT, true>(pairs, x, subs, t0, full, acc);
+  }
   if constexpr (kR * kT == 16) {
     __m512 lanes[16], offsets[16];
     for (int r = 0; r < kR; ++r) {
@@ -289,8 +322,16 @@ KILN_Q8_TARGET void Tile(const DecodedRow* const* rows, const Q8Rows& x, int64_t
         if (W::kHasAdd) offsets[r * kT + t] = OffsetLanes(rows[r]->adds.data(), x.dsum + (t0 + t) * subs, subs);
       }
     }
+    __m512 sums = LaneSums16(lanes);
+    if constexpr (kUnits<W>) {
+      alignas(64) float units[16];
+      for (int r = 0; r < kR; ++r) {
+        for (int t = 0; t < kT; ++t) units[r * kT + t] = x.unit[(t0 + t) * (subs / 8) + subs / 8 - 1];
+      }
+      sums = _mm512_mul_ps(sums, _mm512_load_ps(units));
+    }
     alignas(64) float out[16];
-    _mm512_store_ps(out, W::kHasAdd ? _mm512_add_ps(LaneSums16(lanes), LaneSums16(offsets)) : LaneSums16(lanes));
+    _mm512_store_ps(out, W::kHasAdd ? _mm512_add_ps(sums, LaneSums16(offsets)) : sums);
     for (int r = 0; r < kR; ++r) {
       for (int t = 0; t < kT; ++t) y[(t0 + t) * ldy + r] = out[r * kT + t];
     }
@@ -298,7 +339,7 @@ KILN_Q8_TARGET void Tile(const DecodedRow* const* rows, const Q8Rows& x, int64_t
     for (int r = 0; r < kR; ++r) {
       for (int t = 0; t < kT; ++t) {
         const float offset = W::kHasAdd ? Offset(rows[r]->adds.data(), x.dsum + (t0 + t) * subs, subs) : 0.0f;
-        y[(t0 + t) * ldy + r] = _mm512_reduce_add_ps(acc[r][t]) + offset;
+        y[(t0 + t) * ldy + r] = RowResult<W>(_mm512_reduce_add_ps(acc[r][t]), x, subs, t0 + t, offset);
       }
     }
   }
@@ -327,6 +368,11 @@ KILN_Q8_TARGET void RowsInPlace(const uint8_t* rows, int64_t row_bytes, int64_t 
     for (int t = 0; t < kT; ++t) acc[t] = _mm512_setzero_ps();
     PairBlock group[kGroupPairs<W>];
     for (int64_t g = 0; g < full / kGroupPairs<W>; ++g) {
+      if (kUnits<W> && g > 0) {
+        for (int t = 0; t < kT; ++t) {
+          acc[t] = _mm512_mul_ps(acc[t], _mm512_set1_ps(x.rescale[(t0 + t) * (subs / 8) + g]));
+        }
+      }
       DecodeGroup<W>(row, g, group, adds.data());
       for (int i = 0; i < kGroupPairs<W>; ++i) {
         const int64_t p = kGroupPairs<W> * g + i;
@@ -344,7 +390,7 @@ KILN_Q8_TARGET void RowsInPlace(const uint8_t* rows, int64_t row_bytes, int64_t 
     }
     for (int t = 0; t < kT; ++t) {
       const float offset = W::kHasAdd ? Offset(adds.data(), x.dsum + (t0 + t) * subs, subs) : 0.0f;
-      y[(t0 + t) * ldy + r] = _mm512_reduce_add_ps(acc[t]) + offset;
+      y[(t0 + t) * ldy + r] = RowResult<W>(_mm512_reduce_add_ps(acc[t]), x, subs, t0 + t, offset);
     }
   }
 }

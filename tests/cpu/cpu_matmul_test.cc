@@ -154,42 +154,51 @@ bool HasInt8Kernel(const WeightStorage& s) {
   return false;
 }
 
-// x as the integer kernels see it: per 32 elements d = max|x| / 127 and
-// q = x 127 / max|x| rounded to nearest even, both in f32, then d q.
-std::vector<float> QuantizedActivations(const std::vector<float>& x) {
+// x as the integer kernels see it: per group of `group` elements (32, or
+// 256 for the k-quants) d = max|x| / 127 and q = x 127 / max|x| rounded to
+// nearest even, both in f32, then d q.
+std::vector<float> QuantizedActivations(const std::vector<float>& x, int group) {
   std::vector<float> out(x.size());
-  for (size_t b = 0; b < x.size(); b += 32) {
+  for (size_t b = 0; b < x.size(); b += group) {
     float amax = 0;
-    for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    for (size_t i = b; i < b + group; ++i) amax = std::max(amax, std::fabs(x[i]));
     const float d = amax / 127.0f, inv = amax != 0.0f ? 127.0f / amax : 0.0f;
-    for (size_t i = b; i < b + 32; ++i) out[i] = static_cast<float>(static_cast<double>(d) * std::nearbyint(x[i] * inv));
+    for (size_t i = b; i < b + group; ++i) {
+      out[i] = static_cast<float>(static_cast<double>(d) * std::nearbyint(x[i] * inv));
+    }
   }
   return out;
 }
 
-// Token rows quantised by the kernels' own quantiser.
+// Token rows quantised by the kernels' own quantiser, for weights of `type`.
 class QuantizedRows {
  public:
-  QuantizedRows(const std::vector<float>& x, int64_t t, int64_t k)
-      : q_(static_cast<size_t>(t * k)), d_(static_cast<size_t>(t * k / 32)), dsum_(d_.size()), k_(k) {
-    QuantizeQ8(x.data(), t, k, q_.data(), d_.data(), dsum_.data());
+  QuantizedRows(const std::vector<float>& x, int64_t t, int64_t k, GgmlType type)
+      : q_(static_cast<size_t>(t * k)),
+        d_(static_cast<size_t>(t * k / 32)),
+        dsum_(d_.size()),
+        unit_(static_cast<size_t>(t * k / 256)),
+        rescale_(unit_.size()),
+        k_(k) {
+    QuantizeQ8(x.data(), t, k, Q8GroupOf(type), q_.data(), d_.data(), dsum_.data(), unit_.data(), rescale_.data());
   }
-  Q8Rows rows() const { return Q8Rows{q_.data(), d_.data(), dsum_.data(), k_}; }
+  Q8Rows rows() const { return Q8Rows{q_.data(), d_.data(), dsum_.data(), k_, unit_.data(), rescale_.data()}; }
 
  private:
   std::vector<int8_t> q_;
-  std::vector<float> d_, dsum_;
+  std::vector<float> d_, dsum_, unit_, rescale_;
   int64_t k_;
 };
 
 // Bounds for int8 activations: against the product of the quantised
 // activations and the weights (what the integer sums compute exactly, up to
 // f32 scaling; measured worst 6.3e-6, q5_K), and against the unquantised
-// product (the activations' rounding, up to 1/254 of a block's largest
-// value an element, which random rows of N = 1 cancel down to: measured
-// worst 3.2e-2, q6_K).
+// product (the activations' rounding, up to 1/254 of a group's largest
+// value an element), over rows of N >= 3: a single output (N = 1) may
+// cancel down to near nothing, and with it any rounding looks large (q6_K,
+// K = 768, one output: 3.2e-2 per 32, 2.3e-1 per 256).
 constexpr double kInt8VsQuantizedBound = 2e-5;
-constexpr double kInt8VsExactBound = 5e-2;
+constexpr double kInt8VsExactBound = 2e-2;  // measured worst 9.5e-3 (q5_K, per 256)
 
 // Int8 activations where the storage has an integer kernel (the f32 path's
 // bits elsewhere, and always with Activations::kF32).
@@ -210,17 +219,19 @@ TEST_P(MatmulTest, Int8ActivationsMatchTheQuantisedProduct) {
           EXPECT_TRUE(SameBits(int8, RunMatmul(x, t, w, pool, CpuIsa::kAvx2))) << "no integer kernel: the f32 path";
           continue;
         }
-        const double e_q = RelL2(ReferenceMatmul(QuantizedActivations(x), t, w), int8);
+        const double e_q = RelL2(ReferenceMatmul(QuantizedActivations(x, Q8GroupOf(s.ggml)), t, w), int8);
         const double e_exact = RelL2(ReferenceMatmul(x, t, w), int8);
         EXPECT_LE(e_q, kInt8VsQuantizedBound);
-        EXPECT_LE(e_exact, kInt8VsExactBound);
         worst_q = std::max(worst_q, e_q);
-        worst_exact = std::max(worst_exact, e_exact);
+        if (n >= 3) {
+          EXPECT_LE(e_exact, kInt8VsExactBound);
+          worst_exact = std::max(worst_exact, e_exact);
+        }
       }
     }
   }
   if (HasInt8Kernel(s)) {
-    std::printf("[ measure  ] %-9s int8 activations: vs quantised x %.2e, vs exact %.2e\n", s.Name().c_str(),
+    std::printf("[ measure  ] %-9s int8 activations: vs quantised x %.2e, vs exact %.2e (N >= 3)\n", s.Name().c_str(),
                 worst_q, worst_exact);
   }
 }
@@ -236,7 +247,7 @@ TEST_P(MatmulTest, Int8VnniAndAvx2KernelsAgreeBitwise) {
   const int64_t k = RowLengths(s).back(), n = 7, t = 6;
   const Weights w = MakeWeights(s, n, k, 31);
   const std::vector<float> x = Gaussian(static_cast<size_t>(t * k), 32);
-  const QuantizedRows xq(x, t, k);
+  const QuantizedRows xq(x, t, k, s.ggml);
   const int64_t row_bytes = static_cast<int64_t>(*s.RowBytes(k));
   std::vector<float> a(static_cast<size_t>(t * n)), b(a.size());
   vnni(w.bytes.data(), row_bytes, n, k, xq.rows(), t, a.data(), n);
@@ -268,14 +279,14 @@ TEST_P(MatmulTest, EveryInt8KernelMatchesTheQuantisedProductAndIsBatchInvariant)
           SCOPED_TRACE(::testing::Message() << Q8KernelName(kernel) << " K=" << k << " N=" << n << " T=" << t);
           const Weights w = MakeWeights(s, n, k, seed++);
           const std::vector<float> x = Gaussian(static_cast<size_t>(t * k), seed++);
-          const QuantizedRows xq(x, t, k);
+          const QuantizedRows xq(x, t, k, s.ggml);
           std::vector<float> y(static_cast<size_t>(t * n));
           fn(w.bytes.data(), row_bytes, n, k, xq.rows(), t, y.data(), n);
-          const double e = RelL2(ReferenceMatmul(QuantizedActivations(x), t, w), y);
+          const double e = RelL2(ReferenceMatmul(QuantizedActivations(x, Q8GroupOf(s.ggml)), t, w), y);
           EXPECT_LE(e, kInt8VsQuantizedBound);
           worst = std::max(worst, e);
           for (int64_t i = 0; i < t; ++i) {
-            const QuantizedRows xi(std::vector<float>(x.begin() + i * k, x.begin() + (i + 1) * k), 1, k);
+            const QuantizedRows xi(std::vector<float>(x.begin() + i * k, x.begin() + (i + 1) * k), 1, k, s.ggml);
             std::vector<float> yi(static_cast<size_t>(n));
             fn(w.bytes.data(), row_bytes, n, k, xi.rows(), 1, yi.data(), n);
             EXPECT_TRUE(SameBits(yi, std::vector<float>(y.begin() + i * n, y.begin() + (i + 1) * n)))
