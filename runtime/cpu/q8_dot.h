@@ -23,7 +23,8 @@ namespace kiln::cpu {
 // holds the unit u(s) of the AVX-512 kernels' sums (that scale, or where it
 // is 0 the unit before it, 1 if none) and `rescale` u(s - 1) / u(s) (1 for
 // s = 0): they carry a row's sum in units of the current super-block's scale
-// and apply the scale once at the end, not once per block and row.
+// (at a super-block's first pair: sum * rescale + the pair's) and apply the
+// scale once at the end, not once per block and row.
 struct Q8Rows {
   const int8_t* q = nullptr;
   const float* d = nullptr;
