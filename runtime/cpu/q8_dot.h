@@ -1,11 +1,11 @@
 // Integer dot products (internal to runtime/cpu): the activations of a
 // matmul are quantised once to int8 per 32 elements (per 256 for the
-// k-quants), x ~ d * q, and each
-// weight row is multiplied into them with AVX2's byte multiply-adds
-// (vpmaddubsw), its own codes kept as integers and its scales applied once
-// per 32 elements. Several times fewer instructions per weight than decoding
-// to f32 (row_dot_avx2.h), for what llama.cpp's CPU path also pays: the
-// activations' rounding (relative error ~1/254 of a block's largest value).
+// k-quants), x ~ d * q, and each weight row is multiplied into them with
+// AVX2's byte multiply-adds (vpmaddubsw), its own codes kept as integers
+// and its scales applied once per 32 elements. Several times fewer
+// instructions per weight than decoding to f32 (row_dot_avx2.h), for what
+// llama.cpp's CPU path also pays: the activations' rounding (relative error
+// ~1/254 of a group's largest value).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +24,8 @@ namespace kiln::cpu {
 // is 0 the unit before it, 1 if none) and `rescale` u(s - 1) / u(s) (1 for
 // s = 0): they carry a row's sum in units of the current super-block's scale
 // (at a super-block's first pair: sum * rescale + the pair's) and apply the
-// scale once at the end, not once per block and row.
+// scale once at the end, not once per block and row. The k-quants' kernels
+// need both; the other types' ignore them.
 struct Q8Rows {
   const int8_t* q = nullptr;
   const float* d = nullptr;

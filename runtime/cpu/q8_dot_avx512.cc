@@ -3,8 +3,8 @@
 // scale product and one FMA cover 64 weights of a row against one token
 // (AVX2's kernels take each of them per 32); the k-quants, whose
 // activations have one scale a super-block, take no scale product (their
-// sums run in units of that scale: Q8Rows::unit). Prefill runs tiles of 4 rows x
-// 4 tokens over rows decoded once (16 accumulators: each weight and
+// sums run in units of that scale: Q8Rows::unit). Prefill runs tiles of 4
+// rows x 4 tokens over rows decoded once (16 accumulators: each weight and
 // activation register is used four times); up to 4 tokens walk the rows in
 // place, decoding a k-quant super-block (or a pair of legacy blocks) at a
 // time and stepping every token over it. Every (row, token) result takes
