@@ -68,7 +68,10 @@ TEST(KilnServe, CompletionsMatchGoldensStreamedOrNot) {
     ++events;
   }
   EXPECT_EQ(streamed, want);
-  EXPECT_GT(events, 1);  // tokens arrive as several events (how many depends on timing)
+  // The server sends what is pending each time it wakes, so how many events
+  // carry the text depends on timing: this model's 64 tokens (~4 ms) came as
+  // one event twice under ctest -j2 on 2 cores (2026-12-05).
+  EXPECT_GE(events, 1);
   EXPECT_THAT(s.body, HasSubstr("data: [DONE]"));
 
   // stop strings cut the text before them.
