@@ -211,19 +211,14 @@ KILN_Q8_TARGET inline PairX LoadX(const Q8Rows& x, int64_t subs, int64_t token, 
   return o;
 }
 
-// The k-quants' activations have one scale a super-block (Q8GroupOf): their
-// sums run in units of it (Q8Rows::unit), rescaled between super-blocks,
-// so a pair's step takes no product of the two scales.
-template <class W>
-constexpr bool kUnits = W::kSubs == 8;
-
 // acc += the pair's 16 lane sums, each times its weight and activation
-// scales (the weight's alone in units).
+// scales (the weight's alone in units: the k-quants' sums run in units of
+// their super-block's activation scale, rescaled between super-blocks).
 template <class W>
 KILN_Q8_TARGET inline __m512 PairStep(const PairBlock& w, __m512 w_scale, const PairX& x, __m512 acc) {
   const __m512i xs = W::kSigned ? _mm512_mask_sub_epi8(x.q, w.neg, _mm512_setzero_si512(), x.q) : x.q;
   const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.u, xs);
-  if constexpr (kUnits<W>) return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), w_scale, acc);
+  if constexpr (kSuperBlockUnits<W>) return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), w_scale, acc);
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(w_scale, x.d), acc);
 }
 
@@ -235,7 +230,7 @@ KILN_Q8_TARGET inline __m512 PairStep(const PairBlock& w, __m512 w_scale, const 
 template <class W>
 KILN_Q8_TARGET inline __m512 FirstPairStep(const PairBlock& w, __m512 w_scale, const PairX& x, __m512 acc,
                                            __m512 rescale) {
-  static_assert(kUnits<W>);
+  static_assert(kSuperBlockUnits<W>);
   const __m512i xs = W::kSigned ? _mm512_mask_sub_epi8(x.q, w.neg, _mm512_setzero_si512(), x.q) : x.q;
   const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.u, xs);
   return _mm512_fmadd_ps(acc, rescale, _mm512_mul_ps(_mm512_cvtepi32_ps(sums), w_scale));
@@ -247,7 +242,7 @@ KILN_Q8_TARGET inline __m512 FirstPairStep(const PairBlock& w, __m512 w_scale, c
 template <class W>
 KILN_Q8_TARGET inline float RowResult(float lanes_sum, const Q8Rows& x, int64_t subs, int64_t token, float offset) {
   float v = lanes_sum;
-  if constexpr (kUnits<W>) v = v * x.unit[token * (subs / 8) + subs / 8 - 1];
+  if constexpr (kSuperBlockUnits<W>) v = v * x.unit[token * (subs / 8) + subs / 8 - 1];
   return v + offset;  // (a statement of its own: never contracted into an FMA)
 }
 
@@ -293,7 +288,7 @@ KILN_Q8_TARGET inline void TileStep(const PairBlock* const* rows, const Q8Rows& 
                                     __m512 (&acc)[kR][kT]) {
   PairX xs[kT];
   for (int t = 0; t < kT; ++t) xs[t] = LoadX<kTail>(x, subs, t0 + t, p);
-  if constexpr (kUnits<W>) {
+  if constexpr (kSuperBlockUnits<W>) {
     if (p % 4 == 0) {  // a super-block's first pair
       __m512 f[kT];
       for (int t = 0; t < kT; ++t) f[t] = _mm512_set1_ps(x.rescale[(t0 + t) * (subs / 8) + p / 4]);
@@ -336,7 +331,7 @@ KILN_Q8_TARGET void Tile(const DecodedRow* const* rows, const Q8Rows& x, int64_t
       }
     }
     __m512 sums = LaneSums16(lanes);
-    if constexpr (kUnits<W>) {
+    if constexpr (kSuperBlockUnits<W>) {
       alignas(64) float units[16];
       for (int r = 0; r < kR; ++r) {
         for (int t = 0; t < kT; ++t) units[r * kT + t] = x.unit[(t0 + t) * (subs / 8) + subs / 8 - 1];
@@ -387,7 +382,7 @@ KILN_Q8_TARGET void RowsInPlace(const uint8_t* rows, int64_t row_bytes, int64_t 
         const __m512 w_scale = LaneScales(group[i].mul);
         for (int t = 0; t < kT; ++t) {
           const PairX xt = LoadX<false>(x, subs, t0 + t, p);
-          if constexpr (kUnits<W>) {
+          if constexpr (kSuperBlockUnits<W>) {
             if (i == 0) {
               const __m512 f = _mm512_set1_ps(x.rescale[(t0 + t) * (subs / 8) + g]);
               acc[t] = FirstPairStep<W>(group[i], w_scale, xt, acc[t], f);

@@ -78,14 +78,10 @@ struct DecodedRow {
 // whatever kTile and the source are, so a result never depends on which
 // tokens share its tile or whether the row was decoded ahead. The offsets
 // (add dx S) are summed after the loop.
-// The k-quants' activations have one scale a super-block (Q8GroupOf): their
-// sums run in units of it (Q8Rows::unit), a super-block's first sub-block
-// taking acc * rescale + its scaled sums in one FMA, so that no step
-// multiplies the two scales (as the AVX-512 kernels; Qwen2.5-Coder-1.5B
-// prefill 64 on this family +17-20%).
-template <class W>
-constexpr bool kUnitsAvx2 = W::kSubs == 8;
-
+// The k-quants' sums run in units of their activations' super-block scale
+// (kSuperBlockUnits), a super-block's first sub-block taking acc * rescale +
+// its scaled sums in one FMA, so that no step multiplies the two scales (as
+// the AVX-512 kernels; Qwen2.5-Coder-1.5B prefill 64 on this family +17-20%).
 template <class W, class Src, int kTile>
 KILN_Q8_TARGET void DotTileQ8(const Src& src, int64_t k, const Q8Rows& x, int64_t t0, float* out) {
   const int64_t subs = k / 32;
@@ -102,7 +98,7 @@ KILN_Q8_TARGET void DotTileQ8(const Src& src, int64_t k, const Q8Rows& x, int64_
       const __m256i xs = W::kSigned ? _mm256_sign_epi8(xq, sb.w) : xq;
       const __m256i p32 =
           W::kPer16 ? _mm256_madd_epi16(_mm256_maddubs_epi16(u, xs), sb.scale16) : IntegerSums(u, xs);
-      if constexpr (kUnitsAvx2<W>) {
+      if constexpr (kSuperBlockUnits<W>) {
         if (j % 8 == 0) {
           const __m256 f = _mm256_set1_ps(x.rescale[(t0 + t) * (subs / 8) + j / 8]);
           acc[t] = _mm256_fmadd_ps(acc[t], f, _mm256_mul_ps(_mm256_cvtepi32_ps(p32), mul));
@@ -126,7 +122,7 @@ KILN_Q8_TARGET void DotTileQ8(const Src& src, int64_t k, const Q8Rows& x, int64_
       for (; j < subs; ++j) offset = std::fma(a[j], ds[j], offset);
     }
     float v = avx2::HorizontalSum(acc[t]);
-    if constexpr (kUnitsAvx2<W>) v = v * x.unit[(t0 + t) * (subs / 8) + subs / 8 - 1];
+    if constexpr (kSuperBlockUnits<W>) v = v * x.unit[(t0 + t) * (subs / 8) + subs / 8 - 1];
     out[t] = v + offset;  // (a statement of its own: never contracted into an FMA)
   }
 }

@@ -179,6 +179,12 @@ struct Q6_KW {
   }
 };
 
+// The weight types whose activations have one scale a super-block (those of
+// Q8GroupOf's 256: the k-quants, 8 sub-blocks a block): every kernel family
+// carries their sums in units of that scale (Q8Rows::unit).
+template <class W>
+constexpr bool kSuperBlockUnits = W::kSubs == 8;
+
 // A kernel family's function for `type` (Family::Of<W>() gives the one for
 // weight type W), or nullptr where the type has no integer path.
 template <class Family>
