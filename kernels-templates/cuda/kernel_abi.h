@@ -167,6 +167,17 @@ struct MatmulParams {
   // matmul_kernel over q4_K: each weight's scale table (Q4KTableRowBytes per
   // row), or null for all (it then decodes the blocks' headers).
   const unsigned char* tables[kMaxFusedWeights];
+  // One-token decode over an int8 lane (matmul_kernel), where a silu_mul
+  // launch's output is the next launch's activations: each of that next
+  // launch's blocks would quantise the same vector (hundreds of blocks
+  // reading it from L2 at once), so the silu_mul launch stages it once. The
+  // last block to write a run of 256 outputs (counted in `stage_counts`,
+  // zero between steps) writes their int8 staging to `stage_image`, laid
+  // out as a consuming block's shared memory; the next launch, given it as
+  // `prestaged`, copies it instead of staging. Null: none.
+  float* stage_image;
+  unsigned* stage_counts;
+  const float* prestaged;
 };
 
 // The scale table of a q4_K weight for matmul_kernel (LaneQ4_KTable): per

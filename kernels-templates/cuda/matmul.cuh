@@ -335,6 +335,46 @@ __device__ __forceinline__ void WalkChunkInt8(const unsigned char* const (&weigh
   }
 }
 
+// A silu_mul decode launch's block, after storing the round's outputs
+// [base, base + per) (per divides 256): the last block of a run of 256
+// outputs stages the run into p.stage_image as StageTokens would for a
+// launch that reads them (no norm), and resets the run's count.
+__device__ __forceinline__ void StageRunOnce(const MatmulParams& p, int base, int per) {
+  __shared__ int last;
+  __threadfence();  // this thread's stores, before the count says they are there
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = base < p.total_n && atomicAdd(&p.stage_counts[base / 256], 1u) == static_cast<unsigned>(256 / per - 1);
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int run = base / 256 * 256, xstride = MatmulPaddedLen(p.total_n);
+  if (threadIdx.x < 64) {  // two whole warps: StageInt8's groups of eight lanes
+    const int i = run + 4 * threadIdx.x;
+    const float4 a = __ldcg(reinterpret_cast<const float4*>(p.y[0] + i));  // other blocks' stores: from L2
+    const float v[4] = {a.x, a.y, a.z, a.w};
+    StageInt8(v, i, p.total_n, p.stage_image, xstride, p.stage_image + xstride);
+  }
+  if (threadIdx.x == 0) p.stage_counts[base / 256] = 0;
+}
+
+// What StageTokens writes for one token over an int8 lane (codes, scales,
+// residuals, sums of a chunk of len elements), copied from a StageRunOnce
+// image by the block's threads.
+__device__ __forceinline__ void CopyPrestaged(const float* image, int len, float* xs, int xstride) {
+  const int threads = 32 * kMatmulWarps;
+  const float* from[4] = {image, Int8Scales(image, xstride), Int8Residuals(image, xstride), image + xstride};
+  float* to[4] = {xs, Int8Scales(xs, xstride), Int8Residuals(xs, xstride), xs + xstride};
+  const int n[4] = {len / 16, len / 128, len / 64, len / 64};  // 16-byte runs: codes, scales, residuals, sums
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const uint4* src = reinterpret_cast<const uint4*>(from[r]);
+    uint4* dst = reinterpret_cast<uint4*>(to[r]);
+    for (int j = threadIdx.x; j < n[r]; j += threads) dst[j] = __ldcg(src + j);
+  }
+}
+
 // matmul_kernel's work; kTable: q4_K's weights read through their scale
 // tables (LaneQ4_KTable).
 template <class S, int kEpilogue, bool kNorm, int kTile, bool kTable>
@@ -376,6 +416,8 @@ __device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
                          ? (total_groups + gridDim.x * groups_per_block - 1) / (gridDim.x * groups_per_block)
                          : 1;
 
+  // One-token decode over an int8 lane whose activations the launch before staged.
+  const bool prestaged = kDecode && kTile == 1 && !kNorm && Lane::kInt8 && p.prestaged != nullptr;
   if constexpr (kNorm) InverseRms<kTile>(p, t0, tiles, inv_rms);
 
   const int xstride = MatmulPaddedLen(p.chunk), sstride = MatmulSumsLen(p.chunk);
@@ -409,7 +451,11 @@ __device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
       const int len = min(p.chunk, p.k - c0);
       if (round == 0) {  // later rounds reuse the one staged chunk
         __syncthreads();  // the previous chunk's readers are done; 1/rms is ready
-        StageTokens<kTile, kNorm>(p, t0, tiles, c0, len, inv_rms, int8, xs, xstride, sums, sstride);
+        if (prestaged) {
+          CopyPrestaged(p.prestaged, len, xs, xstride);
+        } else {
+          StageTokens<kTile, kNorm>(p, t0, tiles, c0, len, inv_rms, int8, xs, xstride, sums, sstride);
+        }
         __syncthreads();
       }
       if (!active) continue;
@@ -482,20 +528,27 @@ __device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
         tiles = min(tiles, *p.rows);
       }
     }
-    if (!stores) continue;
+    if (stores) {
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      if (first + r >= p.total_n) continue;
-      const int width = Pick(p.n, out_weight[r]);
-      float* y = Pick(p.y, out_weight[r]);
+      for (int r = 0; r < kRows; ++r) {
+        if (first + r >= p.total_n) continue;
+        const int width = Pick(p.n, out_weight[r]);
+        float* y = Pick(p.y, out_weight[r]);
 #pragma unroll
-      for (int t = 0; t < kTile; ++t) {
-        if (t >= tiles) break;
-        const long long at = static_cast<long long>(t0 + t) * width + out_row[r];
-        float v = acc[r][0][t];
-        if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(acc[r][0][t]) * acc[r][kParts - 1][t];
-        if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + p.residual[at];
-        y[at] = v;
+        for (int t = 0; t < kTile; ++t) {
+          if (t >= tiles) break;
+          const long long at = static_cast<long long>(t0 + t) * width + out_row[r];
+          float v = acc[r][0][t];
+          if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(acc[r][0][t]) * acc[r][kParts - 1][t];
+          if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + p.residual[at];
+          y[at] = v;
+        }
+      }
+    }
+    if constexpr (kDecode && kTile == 1 && kEpilogue == kEpilogueSiluMul) {
+      if (p.stage_image != nullptr) {
+        const int per = groups_per_block * kRows;
+        StageRunOnce(p, (round * gridDim.x + blockIdx.x) * per, per);
       }
     }
   }

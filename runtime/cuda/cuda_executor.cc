@@ -130,6 +130,11 @@ class CudaExecutor final : public Executor {
   // its weights' rows one after another in f16 at `y`.
   absl::StatusOr<DequantizeParams> DequantizeParamsOf(const PlanLaunch& l, const KernelCall& c, unsigned short* y) const;
   absl::Status ComputeRowKinds();
+  // Whether launch li, a one-token silu_mul matmul over q4_K, stages its
+  // output once for launch li + 1 (MatmulParams::stage_image): li + 1 is a
+  // matmul_kernel decode over q4_K reading that output, with no norm and
+  // the whole of K in one staged chunk, and the output is whole runs of 256.
+  bool PrestagesNext(size_t li, size_t bucket) const;
   // Whether matmul call `c` of launch `li` runs matmul_f16_tc_kernel in
   // `bucket`: buckets of kTensorCoreMinBucket tokens and more, K a multiple
   // of kGemmK, and not over the logit rows (few rows; decoding a 128k-row
@@ -185,6 +190,10 @@ class CudaExecutor final : public Executor {
   bool k_splits_ = true;   // the wgmma prefill matmul cuts K where its tiles are few
   bool stream_decode_ = false;  // q8_0's one-token decode on matmul_stream_kernel (sm_90)
   bool q4k_tables_ = true;      // q4_K's matmul_kernel reads scale tables made at load
+  bool prestage_ = true;        // PrestagesNext's pairs stage once (KILN_CUDA_PRESTAGE=0: never)
+  // StageRunOnce's image (MatmulSmemFloats(k, 1) floats for the widest k)
+  // and its counts (one per 256 outputs), zero at load.
+  CUdeviceptr stage_image_ = 0, stage_counts_ = 0;
   int64_t table_bytes_ = 0;     // of all those tables
   int smem_optin_ = 0;     // dynamic shared memory a block may opt in to
   int smem_per_sm_ = 0;    // shared memory of an SM
@@ -276,6 +285,37 @@ absl::Status CudaExecutor::BindWeights(const WeightSource& weights, uint64_t* of
     weights_.emplace(w.name, std::move(d));
   }
   return absl::OkStatus();
+}
+
+bool CudaExecutor::PrestagesNext(size_t li, size_t bucket) const {
+  if (!prestage_ || plan_.buckets[bucket] != 1 || li + 1 >= plan_.launches.size()) return false;
+  if (calls_[li].size() != 1 || calls_[li + 1].size() != 1) return false;
+  const PlanLaunch &from = plan_.launches[li], &to = plan_.launches[li + 1];
+  const ResolvedCall &a = calls_[li][0], &b = calls_[li + 1][0];
+  if (a.call.kind != KernelKind::kMatmul || b.call.kind != KernelKind::kMatmul) return false;
+  if (a.call.epilogue != kEpilogueSiluMul || a.call.to_scratch || b.call.norm || b.call.weights.size() != 1) {
+    return false;
+  }
+  if (a.functions[kMatmulDecodeSlot] == nullptr || b.functions[kMatmulDecodeSlot] == nullptr) return false;
+  if (b.functions[kMatmulStreamSlot] != nullptr && stream_decode_) return false;
+  const PlanBinding* out = from.Find("result0");
+  const PlanBinding* in = to.Find("input");
+  if (out == nullptr || in == nullptr || out->kind != PlanBinding::Kind::kArena ||
+      in->kind != PlanBinding::Kind::kArena || out->arena[bucket] != in->arena[bucket]) {
+    return false;
+  }
+  auto first_weight = [&](const PlanLaunch& l, const KernelCall& c) -> const DeviceWeight* {
+    const PlanBinding* w =
+        l.Find(l.op == "fused_matmul" ? absl::StrCat("weight", c.weights[0]) : std::string("weight"));
+    if (w == nullptr) return nullptr;
+    auto it = weights_.find(w->name);
+    return it == weights_.end() ? nullptr : &it->second;
+  };
+  const DeviceWeight* wa = first_weight(from, a.call);
+  const DeviceWeight* wb = first_weight(to, b.call);
+  if (wa == nullptr || wb == nullptr || wa->storage != "q4_K" || wb->storage != "q4_K") return false;
+  const int64_t n = wa->rows, k = wb->cols;
+  return n == k && k % 256 == 0 && MatmulChunk(static_cast<int>(k), 1) >= k;
 }
 
 // Which launches run over the R logit rows: the CPU backend's rule (an
@@ -380,6 +420,9 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   // made at load (+22% of the weights' bytes) instead of unpacking the
   // blocks' 6-bit fields every step (KILN_CUDA_Q4K_TABLE=0: it unpacks them).
   ex->q4k_tables_ = SwitchOn("KILN_CUDA_Q4K_TABLE");
+  // A one-token silu_mul launch stages the down projection's int8
+  // activations once instead of each of its blocks (KILN_CUDA_PRESTAGE=0: each block).
+  ex->prestage_ = SwitchOn("KILN_CUDA_PRESTAGE");
   KILN_CU(api, api.cuDeviceGetAttribute(&ex->smem_optin_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                                         ex->context_->device()));
   KILN_CU(api, api.cuDeviceGetAttribute(&ex->smem_per_sm_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
@@ -387,6 +430,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
 
   if (absl::Status s = ex->ComputeRowKinds(); !s.ok()) return s;
   // Every launch's calls, with their functions.
+  int64_t stage_k = 0;  // the widest matmul K: PrestagesNext's image and counts
   int64_t scratch_floats = 0, partial_floats = 0, split_counters = 0, x_f16_halves = 0, weights_f16_halves = 0,
           resident_f16_halves = 0;
   for (size_t li = 0; li < p.launches.size(); ++li) {
@@ -437,6 +481,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         const PlanBinding* w0 = l.Find(l.op == "fused_matmul" ? "weight0" : "weight");
         const PlanWeight* pw = w0 ? p.FindWeight(w0->name) : nullptr;
         const int64_t width = pw ? pw->shape.back() : (k.ok() ? *k : 0);
+        stage_k = std::max(stage_k, width);
         // f16 activations of the tensor-core matmul; for the 2-63-token
         // buckets' tile kernel, hi and lo halves and sums per 32 (in halves).
         if (p.buckets.back() >= kTensorCoreMinBucket) x_f16_halves = std::max(x_f16_halves, p.buckets.back() * width);
@@ -522,7 +567,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   const uint64_t page_bytes = p.pool.page_bytes();
   // The offsets after the pool, for a pool of `pages`.
   struct Tail {
-    uint64_t arena, scratch, partials, x_f16, weights_f16, inputs, greedy, split_done, rope_start, end;
+    uint64_t arena, scratch, partials, x_f16, weights_f16, inputs, greedy, split_done, stage_image, stage_counts,
+        rope_start, end;
   };
   ex->scratch_bytes_ = scratch_floats * sizeof(float);
   // `resident`: the f16 region holds every prefill matmul's weights
@@ -537,7 +583,9 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
     t.inputs = AlignUp(t.weights_f16 + (resident ? resident_f16_halves : weights_f16_halves) * sizeof(uint16_t));
     t.greedy = AlignUp(t.inputs + ex->layout_.total * sizeof(int32_t));
     t.split_done = AlignUp(t.greedy + max_tokens * sizeof(int32_t));
-    t.rope_start = AlignUp(t.split_done + split_counters * sizeof(uint32_t));
+    t.stage_image = AlignUp(t.split_done + split_counters * sizeof(uint32_t));
+    t.stage_counts = AlignUp(t.stage_image + MatmulSmemFloats(static_cast<int>(stage_k), 1) * sizeof(float));
+    t.rope_start = AlignUp(t.stage_counts + (stage_k / 256 + 1) * sizeof(uint32_t));
     t.end = t.rope_start;
     for (const auto& [key, table] : rope_tables) t.end = AlignUp(t.end + table.size() * sizeof(float));
     return t;
@@ -571,7 +619,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   const Tail t = tail(ex->num_pages_, resident);
   const uint64_t arena_offset = t.arena, scratch_offset = t.scratch, partials_offset = t.partials,
                  x_f16_offset = t.x_f16, weights_f16_offset = t.weights_f16, inputs_offset = t.inputs, greedy_offset = t.greedy,
-                 split_done_offset = t.split_done, rope_start = t.rope_start;
+                 split_done_offset = t.split_done, stage_image_offset = t.stage_image,
+                 stage_counts_offset = t.stage_counts, rope_start = t.rope_start;
   uint64_t rope_offset = rope_start;
   for (auto& [key, table] : rope_tables) {
     ex->rope_tables_[key] = rope_offset;  // relative until the allocation exists
@@ -603,6 +652,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   }
   ex->greedy_ids_ = ex->device_ + greedy_offset;
   ex->split_done_ = ex->device_ + split_done_offset;
+  ex->stage_image_ = ex->device_ + stage_image_offset;
+  ex->stage_counts_ = ex->device_ + stage_counts_offset;
   if (const BundleKernel* k = bundle->Find(kGreedyArgmaxKernel)) {
     KILN_CU(api, api.cuModuleGetFunction(&ex->argmax_, ex->module_, k->lowered_name.c_str()));
   }
@@ -916,6 +967,13 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           // Decode launches of more blocks than fit at once (two per SM): one
           // wave whose blocks take row groups in rounds (matmul_kernel).
           if (decode && mp.ksplit == 1 && mp.chunk >= mp.k) blocks = std::min(blocks, 2 * context_->multiprocessors());
+          if (tile == 1 && PrestagesNext(li, bucket)) {
+            mp.stage_image = reinterpret_cast<float*>(stage_image_);
+            mp.stage_counts = reinterpret_cast<unsigned*>(stage_counts_);
+          }
+          if (tile == 1 && li > 0 && PrestagesNext(li - 1, bucket)) {
+            mp.prestaged = reinterpret_cast<const float*>(stage_image_);
+          }
           const int slot = pair ? kMatmulPairSlot : tile == 1 ? kMatmulDecodeSlot : kMatmulTiledSlot;
           launched = launch(rc.functions[slot], blocks,
                             (max_rows + tile - 1) / tile, 32 * kMatmulWarps,

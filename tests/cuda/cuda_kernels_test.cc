@@ -511,6 +511,56 @@ TEST_F(CudaKernels, GateAndUpOfDifferentStoragesGoThroughScratch) {
   Compare(b, {{r, 40, "mixed silu_mul"}}, {Rows(1, 1), Rows(7, 2), Rows(50, 3)}, kInt8ActivationsBound);
 }
 
+// A one-token silu_mul launch over q4_K stages the down projection's int8
+// activations once (PrestagesNext: the last block of each run of 256
+// outputs) instead of every block of the down projection: its results are
+// the CPU's, and bit for bit those of each block staging them
+// (KILN_CUDA_PRESTAGE=0). n = 512: 16 blocks a run (the K split); n = 8704:
+// 34 runs over two rounds of blocks, the second partial.
+TEST_F(CudaKernels, SiluMulStagesTheDownProjectionOnce) {
+  for (int64_t n : {512, 8704}) {
+    SCOPED_TRACE(absl::StrCat("n=", n));
+    SingleOpPlan b({1, 4}, PlanPagePool{1, 1, 8, 16, 64}, 13);
+    const int64_t x = b.Activation(256, 50);
+    b.Weight("gamma", "f32", {256});
+    b.Weight("gate", "q4_k", {n, 256}, 0.1f);
+    b.Weight("up", "q4_k", {n, 256}, 0.1f);
+    b.Weight("down", "q4_k", {256, n}, 0.1f);
+    const int64_t h = b.Region(n), r = b.Region(256);
+    b.Launch("fused_matmul.norm.silu_mul.q4_k",
+             {b.Arena("input", x), b.WeightBinding("norm", "gamma"), b.WeightBinding("weight0", "gate"),
+              b.WeightBinding("weight1", "up"), b.Arena("result0", h)},
+             R"({"epilogue": "silu_mul", "eps": 1e-5})");
+    b.Launch("fused_matmul.residual_add.q4_k",
+             {b.Arena("input", h), b.WeightBinding("weight0", "down"), b.Arena("residual", x), b.Arena("result0", r)},
+             R"({"epilogue": "residual_add"})");
+    const std::vector<StepBatch> steps = {Rows(1, 1), Rows(1, 2), Rows(4, 3), Rows(1, 4)};
+    Compare(b, {{r, 256, "down after silu_mul"}}, steps, kInt8ActivationsBound);
+    if (HasFatalFailure()) return;
+    auto outputs = [&](const char* prestage) {
+      setenv("KILN_CUDA_PRESTAGE", prestage, 1);
+      absl::StatusOr<std::unique_ptr<Executor>> gpu = Gpu(b, {r, 256, "down"});
+      unsetenv("KILN_CUDA_PRESTAGE");
+      std::vector<std::vector<float>> got;
+      EXPECT_TRUE(gpu.ok()) << gpu.status();
+      if (!gpu.ok()) return got;
+      for (const StepBatch& step : steps) {
+        absl::StatusOr<std::span<const float>> y = (*gpu)->Step(step);
+        EXPECT_TRUE(y.ok()) << y.status();
+        if (y.ok()) got.emplace_back(y->begin(), y->end());
+      }
+      return got;
+    };
+    const std::vector<std::vector<float>> once = outputs("1"), per_block = outputs("0");
+    ASSERT_EQ(once.size(), steps.size());
+    ASSERT_EQ(per_block.size(), steps.size());
+    for (size_t i = 0; i < steps.size(); ++i) {
+      ASSERT_EQ(once[i].size(), per_block[i].size());
+      EXPECT_EQ(0, std::memcmp(once[i].data(), per_block[i].data(), once[i].size() * sizeof(float))) << "step " << i;
+    }
+  }
+}
+
 TEST_F(CudaKernels, RowOpsGatherAndArgmax) {
   SingleOpPlan b({1, 4, 16, 64}, PlanPagePool{1, 1, 8, 16, 64}, 3);
   const int64_t w = 133;
