@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +61,8 @@ absl::StatusOr<std::vector<uint8_t>> ReadCachedKernels(const std::string& path) 
   std::memcpy(&sum, file.data() + 8, 8);
   std::vector<uint8_t> bytes(file.begin() + 16, file.end());
   if (Xxh64Hash(bytes) != sum) return absl::NotFoundError(absl::StrCat(path, ": damaged (checksum)"));
+  std::error_code ec;  // a read-only cache still serves; it just ages
+  std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ec);
   return bytes;
 }
 
@@ -83,7 +87,60 @@ absl::Status WriteCachedKernels(const std::string& path, std::span<const uint8_t
     std::remove(tmp.c_str());
     return absl::PermissionDeniedError(absl::StrCat(path, ": cannot rename into place: ", why));
   }
+  PruneKernelCache(std::filesystem::path(path).parent_path().string(), KernelCacheMaxBytes(), path);
   return absl::OkStatus();
+}
+
+uint64_t KernelCacheMaxBytes() {
+  const char* v = std::getenv("KILN_KERNEL_CACHE_MAX_MB");
+  uint64_t mb = 2048;
+  if (v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const unsigned long long parsed = std::strtoull(v, &end, 10);
+    if (end != v && *end == '\0') mb = parsed;
+  }
+  return mb << 20;
+}
+
+int PruneKernelCache(const std::string& dir, uint64_t max_bytes, const std::string& keep) {
+  namespace fs = std::filesystem;
+  struct Entry {
+    fs::path path;
+    fs::file_time_type used;
+    uint64_t bytes;
+  };
+  std::vector<Entry> kernels;
+  uint64_t total = 0;
+  int removed = 0;
+  std::error_code ec;
+  const fs::file_time_type stale = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code e;
+    if (!it->is_regular_file(e)) continue;
+    const fs::path& p = it->path();
+    const fs::file_time_type used = fs::last_write_time(p, e);
+    if (e) continue;
+    if (p.extension() == ".tmp") {
+      if (used < stale && fs::remove(p, e)) ++removed;
+      continue;
+    }
+    if (p.extension() != ".bin") continue;
+    const uint64_t bytes = it->file_size(e);
+    if (e) continue;
+    total += bytes;
+    if (fs::equivalent(p, keep, e)) continue;  // counted, never removed
+    kernels.push_back({p, used, bytes});
+  }
+  std::sort(kernels.begin(), kernels.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });
+  for (const Entry& k : kernels) {
+    if (total <= max_bytes) break;
+    std::error_code e;
+    if (fs::remove(k.path, e)) {
+      total -= k.bytes;
+      ++removed;
+    }
+  }
+  return removed;
 }
 
 }  // namespace kiln::cli
