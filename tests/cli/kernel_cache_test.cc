@@ -85,6 +85,12 @@ TEST(KernelCache, MaxBytesReadsTheEnvironment) {
   EXPECT_EQ(KernelCacheMaxBytes(), uint64_t{64} << 20);
   ::setenv("KILN_KERNEL_CACHE_MAX_MB", "lots", 1);
   EXPECT_EQ(KernelCacheMaxBytes(), uint64_t{2048} << 20);
+  ::setenv("KILN_KERNEL_CACHE_MAX_MB", "-5", 1);
+  EXPECT_EQ(KernelCacheMaxBytes(), uint64_t{2048} << 20);
+  ::setenv("KILN_KERNEL_CACHE_MAX_MB", "99999999999999999999", 1);
+  EXPECT_EQ(KernelCacheMaxBytes(), uint64_t{2048} << 20);
+  ::setenv("KILN_KERNEL_CACHE_MAX_MB", "0", 1);
+  EXPECT_EQ(KernelCacheMaxBytes(), 0u);
   ::unsetenv("KILN_KERNEL_CACHE_MAX_MB");
 }
 

@@ -94,10 +94,12 @@ absl::Status WriteCachedKernels(const std::string& path, std::span<const uint8_t
 uint64_t KernelCacheMaxBytes() {
   const char* v = std::getenv("KILN_KERNEL_CACHE_MAX_MB");
   uint64_t mb = 2048;
-  if (v != nullptr && *v != '\0') {
+  // Digits only (strtoull would take "-5" as a huge number), at most what
+  // fits in bytes; anything else keeps the default.
+  if (v != nullptr && *v >= '0' && *v <= '9') {
     char* end = nullptr;
     const unsigned long long parsed = std::strtoull(v, &end, 10);
-    if (end != v && *end == '\0') mb = parsed;
+    if (*end == '\0' && parsed <= (~uint64_t{0} >> 20)) mb = parsed;
   }
   return mb << 20;
 }
