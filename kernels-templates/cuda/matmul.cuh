@@ -274,6 +274,55 @@ __device__ __forceinline__ void StageTokens(const MatmulParams& p, int t0, int t
   }
 }
 
+// StageTokens<1, true> for a row that one staging batch covers (K up to
+// kStageBatch x 4 x kThreads = 4096), with 1/rms from the same registers: x
+// and gamma come from L2 once, not once for InverseRms and again for the
+// staging, and one block barrier goes (the one-token norm launches' prologue
+// was a third of their warp time).
+__device__ __forceinline__ void StageNormedRow(const MatmulParams& p, int t0, bool int8, float* xs, int xstride,
+                                               float* sums) {
+  constexpr int kThreads = 32 * kMatmulWarps;
+  __shared__ double partial[kMatmulWarps];
+  const int tid = threadIdx.x, len = p.k;
+  const float* xr = p.x + static_cast<long long>(t0) * p.k;
+  float v[kStageBatch][4], g[kStageBatch][4];
+#pragma unroll
+  for (int b = 0; b < kStageBatch; ++b) {
+    LoadActivations4(xr, nullptr, 1.0f, (b * kThreads + tid) * 4, len, v[b]);
+    LoadActivations4(p.gamma, nullptr, 1.0f, (b * kThreads + tid) * 4, len, g[b]);
+  }
+  // x gamma before 1/rms (StageTokens multiplies by 1/rms first; the two differ
+  // within an ulp): one array of four stays live across the barrier, not x
+  // and gamma (which spilled the qkv launch).
+  double sq = 0.0;
+#pragma unroll
+  for (int b = 0; b < kStageBatch; ++b)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      sq += static_cast<double>(v[b][j]) * v[b][j];
+      v[b][j] = __fmul_rn(v[b][j], g[b][j]);
+    }
+  sq = WarpSumDouble(sq);
+  if (tid % 32 == 0) partial[tid / 32] = sq;
+  __syncthreads();
+  double sum = 0.0;
+#pragma unroll
+  for (int w = 0; w < kMatmulWarps; ++w) sum += partial[w];
+  const float inv = static_cast<float>(1.0 / sqrt(sum / static_cast<double>(p.k) + p.eps));
+#pragma unroll
+  for (int b = 0; b < kStageBatch; ++b) {
+    if (b * 4 * kThreads >= len) break;
+    const int i = (b * kThreads + tid) * 4;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[b][j] = __fmul_rn(v[b][j], inv);
+    if (int8) {
+      StageInt8(v[b], i, len, xs, xstride, sums);
+    } else {
+      StageF32(v[b], i, len, xs, sums);
+    }
+  }
+}
+
 // The whole lane steps of one staged chunk [c0, c0 + len) for this warp's
 // rows; returns where they end (the rest is the caller's element tail).
 template <class Lane, int kRows, int kParts, int kTile>
@@ -418,7 +467,14 @@ __device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
 
   // One-token decode over an int8 lane whose activations the launch before staged.
   const bool prestaged = kDecode && kTile == 1 && !kNorm && Lane::kInt8 && p.prestaged != nullptr;
-  if constexpr (kNorm) InverseRms<kTile>(p, t0, tiles, inv_rms);
+  // One-token norm launches whose row one staging batch covers stage it in
+  // one pass (StageNormedRow); not q4_K's header lane, the tables' fallback,
+  // whose registers it pushed into a spill.
+  constexpr bool kNormedRow = kNorm && kTile == 1 && (kTable || !TableLaneOf<S>::kHas);
+  const bool normed_row = kNormedRow && p.chunk >= p.k && p.k <= kStageBatch * 4 * 32 * kMatmulWarps;
+  if constexpr (kNorm) {
+    if (!normed_row) InverseRms<kTile>(p, t0, tiles, inv_rms);
+  }
 
   const int xstride = MatmulPaddedLen(p.chunk), sstride = MatmulSumsLen(p.chunk);
   float* sums = xs + kTile * xstride;
@@ -453,6 +509,8 @@ __device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
         __syncthreads();  // the previous chunk's readers are done; 1/rms is ready
         if (prestaged) {
           CopyPrestaged(p.prestaged, len, xs, xstride);
+        } else if (normed_row) {
+          StageNormedRow(p, t0, int8, xs, xstride, sums);
         } else {
           StageTokens<kTile, kNorm>(p, t0, tiles, c0, len, inv_rms, int8, xs, xstride, sums, sstride);
         }
