@@ -174,37 +174,78 @@ layout(std430, set = 0, binding = 5) buffer Arena4 { vec4 arena4[]; };
 // next, each with its 16 activations' sum. (A thread a group, 32 loads and
 // the quantisation in a row, took ~8 us of every decode matmul on the H200:
 // docs/perf/vulkan-h200.md, session 19.)
+// Elements 8e..8e+7 of the chunk, lo and hi (normalised), as the codes,
+// scale and sums that stage() describes; a group's four threads call it
+// together.
+void stage_eight(uint e, vec4 lo, vec4 hi) {
+  const uint g = e / 4u, j = e % 4u;
+  const vec4 m = max(abs(lo), abs(hi));
+  float amax = max(max(m.x, m.y), max(m.z, m.w));
+  amax = max(amax, subgroupShuffleXor(amax, 1u));
+  amax = max(amax, subgroupShuffleXor(amax, 2u));
+  const float inv = amax > 0.0 ? 127.0 / amax : 0.0;
+  const ivec4 ql = ivec4(round(lo * inv)), qh = ivec4(round(hi * inv));
+  const uvec4 bl = uvec4(ql) & 0xFFu, bh = uvec4(qh) & 0xFFu;
+  const uint w0 = bl.x | (bl.y << 8) | (bl.z << 16) | (bl.w << 24);
+  const uint w1 = bh.x | (bh.y << 8) | (bh.z << 16) | (bh.w << 24);
+  float sum = dot(lo + hi, vec4(1.0));
+  sum += subgroupShuffleXor(sum, 1u);  // the 16 of this half of the group
+  const uint sb = g % 8u, high = sb % 2u, c = (g / 8u) * 8u + sb - high + j / 2u;
+  const uint word = (c / 32u) * 64u + high * 32u + c % 32u, comp = 2u * (j % 2u);
+  xq_[word][comp] = w0;
+  xq_[word][comp + 1u] = w1;
+  if (j % 2u == 0u) xsum_[2u * c + high] = sum;
+  if (j == 0u) xd_[g] = amax / 127.0;
+}
+
 void stage(uint t, uint k0, uint len, float scale) {
   // Counted by subgroup lane, so that a group's four threads are lanes
   // 4i..4i+3 of one subgroup (and leave the loop together).
   const uint first = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
   for (uint e = first; e < len / 8u; e += gl_NumSubgroups * gl_SubgroupSize) {
-    const uint g = e / 4u, j = e % 4u, k = k0 + 8u * e;
+    const uint k = k0 + 8u * e;
     const uint at = (pc.in0 + t * K + k) / 4u;
     vec4 lo = arena4[at], hi = arena4[at + 1u];
 #if HAS_NORM
     lo *= scale * vec4(vec_[k], vec_[k + 1u], vec_[k + 2u], vec_[k + 3u]);
     hi *= scale * vec4(vec_[k + 4u], vec_[k + 5u], vec_[k + 6u], vec_[k + 7u]);
 #endif
-    const vec4 m = max(abs(lo), abs(hi));
-    float amax = max(max(m.x, m.y), max(m.z, m.w));
-    amax = max(amax, subgroupShuffleXor(amax, 1u));
-    amax = max(amax, subgroupShuffleXor(amax, 2u));
-    const float inv = amax > 0.0 ? 127.0 / amax : 0.0;
-    const ivec4 ql = ivec4(round(lo * inv)), qh = ivec4(round(hi * inv));
-    const uvec4 bl = uvec4(ql) & 0xFFu, bh = uvec4(qh) & 0xFFu;
-    const uint w0 = bl.x | (bl.y << 8) | (bl.z << 16) | (bl.w << 24);
-    const uint w1 = bh.x | (bh.y << 8) | (bh.z << 16) | (bh.w << 24);
-    float sum = dot(lo + hi, vec4(1.0));
-    sum += subgroupShuffleXor(sum, 1u);  // the 16 of this half of the group
-    const uint sb = g % 8u, high = sb % 2u, c = (g / 8u) * 8u + sb - high + j / 2u;
-    const uint word = (c / 32u) * 64u + high * 32u + c % 32u, comp = 2u * (j % 2u);
-    xq_[word][comp] = w0;
-    xq_[word][comp + 1u] = w1;
-    if (j % 2u == 0u) xsum_[2u * c + high] = sum;
-    if (j == 0u) xd_[g] = amax / 127.0;
+    stage_eight(e, lo, hi);
   }
 }
+
+#if HAS_NORM && K <= XCHUNK && (K / 8 + WG - 1) / WG <= 4
+// The norm launches' row in one pass where a few loads a thread cover it
+// (K = 4096: two): x and gain are read once, for the sum of squares and the
+// codes alike, where the RMS loop then stage() read x twice from memory,
+// one barrier'd round trip after the other.
+#define NORMED_PASSES ((K / 8 + WG - 1) / WG)
+void stage_normed(uint t) {
+  const uint first = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+  vec4 lo[NORMED_PASSES], hi[NORMED_PASSES];
+  float ss[1];
+  ss[0] = 0.0;
+  for (uint i = 0u; i < NORMED_PASSES; ++i) {
+    const uint e = first + i * WG, k = 8u * e;
+    lo[i] = vec4(0.0);
+    hi[i] = vec4(0.0);
+    if (e < K / 8u) {
+      const uint at = (pc.in0 + t * K + k) / 4u;
+      lo[i] = arena4[at];
+      hi[i] = arena4[at + 1u];
+      ss[0] += dot(lo[i], lo[i]) + dot(hi[i], hi[i]);
+      lo[i] *= vec4(vec_[k], vec_[k + 1u], vec_[k + 2u], vec_[k + 3u]);
+      hi[i] *= vec4(vec_[k + 4u], vec_[k + 5u], vec_[k + 6u], vec_[k + 7u]);
+    }
+  }
+  reduce_sum(ss);
+  const float scale = inversesqrt(ss[0] / float(K) + EPS);
+  for (uint i = 0u; i < NORMED_PASSES; ++i) {
+    const uint e = first + i * WG;
+    if (e < K / 8u) stage_eight(e, lo[i] * scale, hi[i] * scale);
+  }
+}
+#endif
 #else
 // x' (normalised) of token t at k0..k0+len into x_, zeros past len.
 void stage(uint t, uint k0, uint len, float scale) {
@@ -241,6 +282,11 @@ void main() {
   if (gl_WorkGroupID.x * gl_NumSubgroups * R >= NCOLS) return;  // no rows in any round
 
   float scale = 1.0;
+#ifdef NORMED_PASSES
+  const bool one_chunk = true;
+  stage_normed(t);
+  barrier();
+#else
 #if HAS_NORM
   float ss[1];
   ss[0] = 0.0;
@@ -256,6 +302,7 @@ void main() {
     stage(t, 0u, K, scale);
     barrier();
   }
+#endif
 
   for (uint round = 0u; round < rounds; ++round) {
     const uint n0 = ((round * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_NumSubgroups + gl_SubgroupID) * R;
