@@ -174,9 +174,9 @@ layout(std430, set = 0, binding = 5) buffer Arena4 { vec4 arena4[]; };
 // next, each with its 16 activations' sum. (A thread a group, 32 loads and
 // the quantisation in a row, took ~8 us of every decode matmul on the H200:
 // docs/perf/vulkan-h200.md, session 19.)
-// Elements 8e..8e+7 of the chunk, lo and hi (normalised), as the codes,
-// scale and sums that stage() describes; a group's four threads call it
-// together.
+// stage()'s quantising body (stage() is below): elements 8e..8e+7 of the
+// chunk, lo and hi (normalised), as the codes, scale and sums described
+// above; a group's four threads call it together.
 void stage_eight(uint e, vec4 lo, vec4 hi) {
   const uint g = e / 4u, j = e % 4u;
   const vec4 m = max(abs(lo), abs(hi));
