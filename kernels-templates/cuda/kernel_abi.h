@@ -207,6 +207,15 @@ KILN_ABI_FN int GemmTileOutputs(int epilogue) { return epilogue == kEpilogueSilu
 // in kWgmmaStages stages, plus 1 KB to align them (128-byte swizzle atoms).
 constexpr int kWgmmaK = 64, kWgmmaStages = 3;
 KILN_ABI_FN int WgmmaSmemBytes() { return kWgmmaStages * (kGemmM + kGemmN) * kWgmmaK * 2 + 1024; }
+// matmul_q4k_wgmma_kernel (sm_90a): kQ4KWgmmaTokens tokens x two 128-row
+// tiles a block, over q4_K rows as stored; shared memory: the decoded f16
+// tiles, and per stage the activations and each thread's raw header and
+// codes (kQ4KWgmmaRawBytes), plus 1 KB to align them.
+constexpr int kQ4KWgmmaTokens = 64, kQ4KWgmmaRawBytes = 48;
+KILN_ABI_FN int Q4KWgmmaSmemBytes() {
+  return 2 * kGemmN * kWgmmaK * 2 + kWgmmaStages * (kQ4KWgmmaTokens * kWgmmaK * 2 + 2 * kGemmN * kQ4KWgmmaRawBytes) +
+         1024;
+}
 // A block walks its K steps one after another, ~0.8 us each: where the
 // tiles would leave at least half the SMs idle (small prefill steps: an 8B
 // model's o_proj and down have 32 tiles at 64-128 tokens), K is cut into

@@ -7,6 +7,7 @@
 #include "matmul.cuh"
 #include "matmul_f16_tc.cuh"
 #include "matmul_f16_wgmma.cuh"
+#include "matmul_q4k_wgmma.cuh"
 #include "matmul_stream.cuh"
 #include "matmul_tc.cuh"
 #include "matmul_tile_int8.cuh"

@@ -60,19 +60,24 @@ __device__ __forceinline__ void StoreOutput(const MatmulParams& p, int token, in
   Pick(p.y, wi)[at] = v;
 }
 
-// The f16 weight row of tile row r of a tensor-core block whose outputs
-// start at n0: output n0 + r, or for silu_mul (half the tile per weight)
-// the gate row (r < kGemmN / 2) or the up row of output n0 + r % (kGemmN / 2).
+// The weight row of tile row r of a tensor-core block whose outputs start
+// at n0: output n0 + r, or for silu_mul (half the tile per weight) the gate
+// row (r < kGemmN / 2) or the up row of output n0 + r % (kGemmN / 2).
 // *ok: the row exists (if not, the pointer still names a row to copy zeros from).
 template <int kEpilogue>
-__device__ __forceinline__ const unsigned short* TileWeightRow(const MatmulParams& p, int n0, int r, bool* ok) {
+__device__ __forceinline__ const unsigned char* TileWeightBytes(const MatmulParams& p, int n0, int r, bool* ok) {
   constexpr bool kPair = kEpilogue == kEpilogueSiluMul;
   const int out = n0 + (kPair ? r % (kGemmN / 2) : r);
   *ok = out < p.total_n;
   int wi = 0, n = 0;
   if (*ok) WeightRowOf<kEpilogue>(p, out, &wi, &n);
   if constexpr (kPair) wi = r / (kGemmN / 2);
-  return reinterpret_cast<const unsigned short*>(Pick(p.w, wi) + static_cast<long long>(n) * p.row_bytes);
+  return Pick(p.w, wi) + static_cast<long long>(n) * p.row_bytes;
+}
+// TileWeightBytes of f16 rows.
+template <int kEpilogue>
+__device__ __forceinline__ const unsigned short* TileWeightRow(const MatmulParams& p, int n0, int r, bool* ok) {
+  return reinterpret_cast<const unsigned short*>(TileWeightBytes<kEpilogue>(p, n0, r, ok));
 }
 
 // The end of the small-bucket tensor-core kernels: kWarps warps each hold

@@ -69,7 +69,67 @@ __device__ __forceinline__ void WgmmaM64N128K16(float (&d)[64], unsigned long lo
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(a), "l"(b), "r"(1));
 }
+
+// One 64-element K step of a warpgroup: d (64 tokens x 128 rows) += the
+// operand tiles at a (64 token rows) and b (128 weight rows), both in the
+// swizzled layout; returns once the MMAs have completed.
+__device__ __forceinline__ void WgmmaStep(float (&d)[64], unsigned a, unsigned b) {
+  WgmmaFenceOperands(d);
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+  for (int kk = 0; kk < kWgmmaK / 16; ++kk) {
+    // k16 slice kk starts 32 bytes into each row; the hardware applies the swizzle.
+    WgmmaM64N128K16(d, WgmmaDescriptor(a + 32 * kk), WgmmaDescriptor(b + 32 * kk));
+  }
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  WgmmaFenceOperands(d);
+}
 #endif
+
+// A warpgroup's sums d (tokens token0 .. token0 + 63 by the 128 rows of
+// tile `tile`, whose outputs start at tile * GemmTileOutputs): d[4 j + r]
+// is token token0 + 16 w + g (+ 8 for r >= 2), tile row 8 j + 2 q + (r &
+// 1); silu_mul's up sums sit 64 rows on (j + 8). With p.k_splits > 1 the
+// raw sums of all 128 rows go to slice `slice` of p.k_partials, else the
+// outputs with the epilogue.
+template <int kEpilogue>
+__device__ __forceinline__ void WgmmaStoreTile(const MatmulParams& p, const float (&d)[64], int rows, int token0,
+                                               int tile, int slice) {
+  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
+  constexpr int kOutputs = kGemmN / kParts;
+  const int w = (threadIdx.x % 128) / 32, g = (threadIdx.x % 32) / 4, q = threadIdx.x % 4;
+  if (tile * kOutputs >= p.total_n) return;  // a block's second tile past the last
+  if (p.k_splits > 1) {
+    const int stride = WgmmaPartialStride(p.total_n, kEpilogue);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int token = token0 + 16 * w + g + 8 * h;
+        if (token < rows) {
+          float* dst = p.k_partials + (static_cast<long long>(slice) * p.max_rows + token) * stride + tile * kGemmN +
+                       8 * j + 2 * q;
+          *reinterpret_cast<float2*>(dst) = make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+        }
+      }
+    }
+    return;
+  }
+  const int n0 = tile * kOutputs;
+  constexpr int kGroups = 16 / kParts;
+#pragma unroll
+  for (int j = 0; j < kGroups; ++j) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int token = token0 + 16 * w + g + (r >= 2 ? 8 : 0);
+      const int out = n0 + 8 * j + 2 * q + (r & 1);
+      if (token < rows && out < p.total_n) {
+        StoreOutput<kEpilogue>(p, token, out, d[4 * j + r], d[(4 * (j + 8) + r) % 64]);
+      }
+    }
+  }
+}
 
 template <int kEpilogue>
 __global__ void __launch_bounds__(256, 2) matmul_f16_wgmma_kernel(MatmulParams p) {
@@ -143,52 +203,10 @@ __global__ void __launch_bounds__(256, 2) matmul_f16_wgmma_kernel(MatmulParams p
     if (next < steps) copy_step(next % kWgmmaStages, next * kWgmmaK);
     asm volatile("cp.async.commit_group;");
     const unsigned base = smem + (step % kWgmmaStages) * kStageBytes;
-    WgmmaFenceOperands(d);
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-    for (int kk = 0; kk < kWgmmaK / 16; ++kk) {
-      // k16 slice kk starts 32 bytes into each row; the hardware applies the swizzle.
-      WgmmaM64N128K16(d, WgmmaDescriptor(base + wg * (kWgmmaOperandBytes / 2) + 32 * kk),
-                      WgmmaDescriptor(base + kWgmmaOperandBytes + 32 * kk));
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    WgmmaFenceOperands(d);
+    WgmmaStep(d, base + wg * (kWgmmaOperandBytes / 2), base + kWgmmaOperandBytes);
   }
   asm volatile("cp.async.wait_group 0;");
-
-  // d[4 j + r]: token 16 w + g (+ 8 for r >= 2) of the warpgroup's 64,
-  // tile row 8 j + 2 q + (r & 1); silu_mul's up sums sit 64 rows on (j + 8).
-  const int w = (tid % 128) / 32, g = (tid % 32) / 4, q = tid % 4;
-  if (p.k_splits > 1) {
-    // Raw sums of all 128 tile rows, gate and up alike: d[4 j + r] is tile row 8 j + 2 q + (r & 1).
-    const int stride = WgmmaPartialStride(p.total_n, kEpilogue);
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int token = t0 + 64 * wg + 16 * w + g + 8 * h;
-        if (token < rows) {
-          float* dst = p.k_partials + (static_cast<long long>(blockIdx.z) * p.max_rows + token) * stride +
-                       blockIdx.y * kGemmN + 8 * j + 2 * q;
-          *reinterpret_cast<float2*>(dst) = make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
-        }
-      }
-    }
-    return;
-  }
-  constexpr int kGroups = 16 / kParts;
-#pragma unroll
-  for (int j = 0; j < kGroups; ++j) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int token = t0 + 64 * wg + 16 * w + g + (r >= 2 ? 8 : 0);
-      const int out = n0 + 8 * j + 2 * q + (r & 1);
-      if (token < rows && out < p.total_n) {
-        StoreOutput<kEpilogue>(p, token, out, d[4 * j + r], d[(4 * (j + 8) + r) % 64]);
-      }
-    }
-  }
+  WgmmaStoreTile<kEpilogue>(p, d, rows, t0 + 64 * wg, blockIdx.y, blockIdx.z);
 #endif
 }
 

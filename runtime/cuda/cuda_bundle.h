@@ -51,7 +51,9 @@ namespace kiln::cuda {
 // (AttentionParams::append; no kv_append launch there).
 // 15: the head's looping tile-kernel instances for a larger bucket's logit
 // rows (a 17th and an 18th matmul slot).
-constexpr uint32_t kBundleVersion = 15;
+// 16: q4_K's small prefill steps run matmul_q4k_wgmma_kernel over the rows
+// as stored (a 19th matmul slot).
+constexpr uint32_t kBundleVersion = 16;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

@@ -143,6 +143,22 @@ class CudaExecutor final : public Executor {
     return c.kind == KernelKind::kMatmul && plan_.buckets[bucket] >= kTensorCoreMinBucket && k % kGemmK == 0 &&
            !rows_are_logit_rows_[bucket][li];
   }
+  // Whether matmul call `c` of launch `li`, in a bucket where it would read
+  // f16 rows (UsesF16Weights), runs matmul_q4k_wgmma_kernel over the q4_K
+  // rows as stored instead: buckets of at most q4k_wgmma_max_ tokens.
+  bool UsesQ4KWgmma(const KernelCall& c, size_t li, size_t bucket, int64_t k) const {
+    return wgmma_ && UsesF16Weights(c, li, bucket, k) && !c.names[kMatmulQ4KWgmmaSlot].empty() && k % 256 == 0 &&
+           plan_.buckets[bucket] <= q4k_wgmma_max_;
+  }
+  // Slices of K for matmul_q4k_wgmma_kernel over `rows` tokens (its blocks
+  // hold kQ4KWgmmaTokens tokens and two tiles).
+  int Q4KWgmmaSplits(int64_t rows, int64_t total_n, int epilogue, int64_t k) const {
+    if (!k_splits_) return 1;
+    const int64_t outputs = GemmTileOutputs(epilogue);
+    const int64_t blocks =
+        (rows + kQ4KWgmmaTokens - 1) / kQ4KWgmmaTokens * (((total_n + outputs - 1) / outputs + 1) / 2);
+    return WgmmaKSplits(static_cast<int>(blocks), static_cast<int>(k), context_->multiprocessors());
+  }
   // Slices of K for matmul_f16_wgmma_kernel over `rows` tokens (WgmmaKSplits).
   int WgmmaSplits(int64_t rows, int64_t total_n, int epilogue, int64_t k) const {
     if (!k_splits_) return 1;
@@ -180,6 +196,8 @@ class CudaExecutor final : public Executor {
   CUdeviceptr resident_f16_ = 0;
   int64_t resident_f16_bytes_ = 0;
   bool wgmma_ = false;  // the prefill matmul on matmul_f16_wgmma_kernel
+  // q4_K's prefill buckets of at most this many tokens on matmul_q4k_wgmma_kernel.
+  int64_t q4k_wgmma_max_ = kTensorCoreMinBucket;
   bool tile_int8_ = true;  // q4_K's small buckets on matmul_tile_int8_kernel
   bool tile_int8_wide_ = true;  // its buckets of 9-63 tokens 16 tokens a block
   bool append_in_attention_ = true;  // steps without prefill tiles: no kv_append launch
@@ -394,6 +412,12 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   // sm_90 bundles are compiled for sm_90a (codegen/ptx): the prefill matmul
   // runs on warpgroup MMA there (KILN_CUDA_WGMMA=0: on mma.sync).
   ex->wgmma_ = sm == 90 && bundle->sm == 90 && SwitchOn("KILN_CUDA_WGMMA");
+  // There, q4_K's 64-token prefill buckets read the weights as stored
+  // (matmul_q4k_wgmma_kernel), not their f16 copy, whose bytes bound such a
+  // step (H100: 6.65 against 8.28 ms; at 128 tokens, where each 64-token
+  // tile decodes the rows again, 9.87 against 9.16).
+  // KILN_CUDA_Q4K_WGMMA_MAX=N: buckets of up to N tokens; 0: never.
+  if (const char* v = std::getenv("KILN_CUDA_Q4K_WGMMA_MAX"); v != nullptr) ex->q4k_wgmma_max_ = std::atoi(v);
   // q4_K's buckets of 2-63 tokens run on the integer tensor cores
   // (KILN_CUDA_TILE_INT8=0: on matmul_tile_tc_kernel's f16 path).
   ex->tile_int8_ = SwitchOn("KILN_CUDA_TILE_INT8");
@@ -466,6 +490,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         if (ex->wgmma_) {
           KILN_CU(api, api.cuFuncSetAttribute(r.functions[kMatmulF16WgmmaSlot],
                                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, WgmmaSmemBytes()));
+          if (r.functions[kMatmulQ4KWgmmaSlot] != nullptr) {
+            KILN_CU(api, api.cuFuncSetAttribute(r.functions[kMatmulQ4KWgmmaSlot],
+                                                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, Q4KWgmmaSmemBytes()));
+          }
         }
       }
       if (c.kind == KernelKind::kAttention) {
@@ -504,7 +532,9 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
           }
         }
         bool f16_rows = false;  // some bucket's matmul reads this call's weights as f16 rows
-        for (size_t b = 0; b < p.buckets.size(); ++b) f16_rows = f16_rows || ex->UsesF16Weights(c, li, b, width);
+        for (size_t b = 0; b < p.buckets.size(); ++b) {
+          f16_rows = f16_rows || (ex->UsesF16Weights(c, li, b, width) && !ex->UsesQ4KWgmma(c, li, b, width));
+        }
         if (f16_rows && !c.names[kDequantizeSlot].empty()) {
           weights_f16_halves = std::max(weights_f16_halves, rows * width);
           r.resident_f16 = resident_f16_halves;
@@ -516,7 +546,9 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
           const int64_t total_n = c.epilogue == kEpilogueSiluMul ? rows / 2 : rows;  // MatmulParams::total_n
           for (size_t b = 0; b < p.buckets.size(); ++b) {
             if (!ex->UsesF16Weights(c, li, b, width)) continue;
-            const int splits = ex->WgmmaSplits(p.buckets[b], total_n, c.epilogue, width);
+            const int splits = ex->UsesQ4KWgmma(c, li, b, width)
+                                   ? ex->Q4KWgmmaSplits(p.buckets[b], total_n, c.epilogue, width)
+                                   : ex->WgmmaSplits(p.buckets[b], total_n, c.epilogue, width);
             if (splits > 1) {
               partial_floats = std::max(partial_floats, splits * p.buckets[b] * WgmmaPartialStride(total_n, c.epilogue));
             }
@@ -855,7 +887,8 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         // q8_0's head in a 512-token step).
         const bool logits = max_rows >= kTensorCoreMinBucket && rows_are_logit_rows_[bucket][li];
         if (UsesF16Weights(c, li, bucket, mp.k)) {
-          if (rc.functions[kDequantizeSlot] != nullptr) {
+          const bool q4k = UsesQ4KWgmma(c, li, bucket, mp.k);  // the rows as stored
+          if (!q4k && rc.functions[kDequantizeSlot] != nullptr) {
             // The weights' rows one after another in f16, decoded at load
             // (resident) or by this step; the matmul reads them there.
             const bool at_load = rc.resident_f16 >= 0;
@@ -883,7 +916,15 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           if (launched.ok()) {
             const int outputs = GemmTileOutputs(c.epilogue);
             const unsigned row_tiles = (mp.total_n + outputs - 1) / outputs;
-            if (wgmma_) {
+            if (q4k) {
+              mp.k_splits = Q4KWgmmaSplits(max_rows, mp.total_n, c.epilogue, mp.k);
+              mp.k_partials = reinterpret_cast<float*>(partials_);
+              launched = Launch(rc.functions[kMatmulQ4KWgmmaSlot], (max_rows + kQ4KWgmmaTokens - 1) / kQ4KWgmmaTokens,
+                                (row_tiles + 1) / 2, mp.k_splits, 256, Q4KWgmmaSmemBytes(), &mp);
+              if (launched.ok() && mp.k_splits > 1) {
+                launched = launch(rc.functions[kMatmulSplitSumSlot], max_rows, (mp.total_n + 255) / 256, 256, 0, &mp);
+              }
+            } else if (wgmma_) {
               mp.k_splits = WgmmaSplits(max_rows, mp.total_n, c.epilogue, mp.k);
               mp.k_partials = reinterpret_cast<float*>(partials_);
               launched = Launch(rc.functions[kMatmulF16WgmmaSlot], (max_rows + kGemmM - 1) / kGemmM, row_tiles,

@@ -56,6 +56,7 @@ KernelCall Matmul(const std::string& storage_template, int epilogue, bool norm, 
       c.names[kMatmulTileInt8LogitsSlot] =
           absl::StrCat("kiln::matmul_tile_int8_kernel<", storage_template, ", ", epilogue, ", 1, true>");
     }
+    c.names[kMatmulQ4KWgmmaSlot] = absl::StrCat("kiln::matmul_q4k_wgmma_kernel<", epilogue, ">");
   }
   // q8_0's decode lane takes int8 activations and it has no int8 tile
   // kernel: its two-token steps run like decode. (q4_K's took 3.38 ms a step

@@ -66,7 +66,8 @@ enum MatmulSlot : int {
   kMatmulTileInt8WideSlot = 15,  // matmul_tile_int8_kernel, two token tiles a block: [10] for buckets of 9-63 tokens
   kMatmulTileTcLogitsSlot = 16,    // [5] over a larger bucket's logit rows (a grid of one token tile, looping)
   kMatmulTileInt8LogitsSlot = 17,  // [10] likewise
-  kMatmulSlots = 18,
+  kMatmulQ4KWgmmaSlot = 18,        // matmul_q4k_wgmma_kernel: [8] over q4_K rows as stored, for small prefill steps
+  kMatmulSlots = 19,
 };
 
 struct KernelCall {

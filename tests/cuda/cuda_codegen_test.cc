@@ -185,6 +185,18 @@ TEST(CudaCodegen, Llama3ShapedPlansCompileForSm90) {
       EXPECT_LE(wgmma->registers, 128) << epilogue;
       EXPECT_EQ(wgmma->spill_store_bytes, 0) << epilogue;
     }
+    // q4_K's small prefill steps read the rows as stored (matmul_q4k_wgmma_kernel): likewise.
+    for (int epilogue : {0, 1, 2}) {
+      const cuda::BundleKernel* q4k = bundle->Find(absl::StrCat("kiln::matmul_q4k_wgmma_kernel<", epilogue, ">"));
+      if (storage != "q4_k") {
+        EXPECT_EQ(q4k, nullptr) << epilogue;
+        continue;
+      }
+      ASSERT_NE(q4k, nullptr) << epilogue;
+      EXPECT_LE(q4k->registers, 128) << epilogue;
+      EXPECT_EQ(q4k->spill_store_bytes, 0) << epilogue;
+    }
+    EXPECT_LE(2 * (cuda_abi::Q4KWgmmaSmemBytes() + 1024), 228 * 1024);
     // Its K slices' sum, per epilogue.
     for (int epilogue : {0, 1, 2}) {
       EXPECT_NE(bundle->Find(absl::StrCat("kiln::matmul_split_sum_kernel<", epilogue, ">")), nullptr) << epilogue;

@@ -371,6 +371,65 @@ TEST_F(CudaKernels, PrefillMatmulOverSeveralTiles) {
   }
 }
 
+// q4_K's small prefill buckets read the rows as stored
+// (matmul_q4k_wgmma_kernel, sm_90a; elsewhere this runs the f16 path):
+// against the CPU with every prefill bucket on it (KILN_CUDA_Q4K_WGMMA_MAX),
+// at 64-256 tokens over partial tiles (a block's second tile past the last
+// row), K cut into slices at 64 tokens; and, with K whole, against the f16
+// copy of the weights (its decoding rounds the scale and min to f16 first:
+// within an f16 rounding of the copy's values). With every bucket on it
+// there is no f16 copy.
+TEST_F(CudaKernels, Q4KPrefillMatmulReadsTheRowsAsStored) {
+  constexpr int64_t kK = 1792;
+  SingleOpPlan b({1, 64, 128, 256}, PlanPagePool{1, 1, 8, 16, 256}, 19);
+  const int64_t x = b.Activation(kK, 50);
+  b.Weight("gamma", "f32", {kK});
+  b.Weight("q", "q4_k", {300, kK}, 0.1f);
+  b.Weight("k", "q4_k", {40, kK}, 0.1f);
+  b.Weight("v", "q4_k", {40, kK}, 0.1f);
+  b.Weight("gate", "q4_k", {136, kK}, 0.1f);
+  b.Weight("up", "q4_k", {136, kK}, 0.1f);
+  b.Weight("o", "q4_k", {300, kK}, 0.1f);
+  const int64_t rq = b.Region(300), rk = b.Region(40), rv = b.Region(40), rg = b.Region(136), ro = b.Region(300);
+  LaunchNormedQkvAndGateUp(b, x, rq, rk, rv, rg);
+  b.Launch("fused_matmul.residual_add",
+           {b.Arena("input", x), b.WeightBinding("weight0", "o"), b.Arena("residual", rq), b.Arena("result0", ro)},
+           R"({"epilogue": "residual_add"})");
+  const std::vector<Region> regions = {{rq, 300, "q"}, {rk, 40, "k"}, {rg, 136, "silu_mul"}, {ro, 300, "residual_add"}};
+  const std::vector<StepBatch> steps = {Prefill(64, 1), Prefill(200, 2), Prefill(130, 3), Prefill(100, 4)};
+  setenv("KILN_CUDA_Q4K_WGMMA_MAX", "256", 1);
+  Compare(b, regions, steps, 5e-3);
+  unsetenv("KILN_CUDA_Q4K_WGMMA_MAX");
+  if (HasFatalFailure()) return;
+
+  setenv("KILN_CUDA_K_SPLITS", "0", 1);
+  for (const Region& r : regions) {
+    SCOPED_TRACE(r.what);
+    std::vector<std::vector<float>> outputs;
+    for (const char* max : {"256", "0"}) {
+      setenv("KILN_CUDA_Q4K_WGMMA_MAX", max, 1);
+      absl::StatusOr<std::unique_ptr<Executor>> gpu = Gpu(b, r);
+      unsetenv("KILN_CUDA_Q4K_WGMMA_MAX");
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      if (std::string(max) == "256" && target_ == "cuda:sm_90") {
+        EXPECT_EQ((*gpu)->Describe().find("f16 copy"), std::string::npos);
+      }
+      for (const StepBatch& batch : steps) {
+        absl::StatusOr<std::span<const float>> got = (*gpu)->Step(batch);
+        ASSERT_TRUE(got.ok()) << got.status();
+        outputs.emplace_back(got->begin(), got->end());
+      }
+    }
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const std::vector<float>& q4k = outputs[i];
+      const std::vector<float>& f16 = outputs[i + steps.size()];
+      ASSERT_EQ(q4k.size(), f16.size());
+      EXPECT_LT(testing::RelativeL2(q4k, f16), 1e-3) << "step " << i;
+    }
+  }
+  unsetenv("KILN_CUDA_K_SPLITS");
+}
+
 // Quantised weights of the prefill matmul decoded once at load (the
 // default where memory allows) give the same bits as decoding them in every
 // step (KILN_CUDA_RESIDENT_F16=0).
@@ -399,6 +458,7 @@ TEST_F(CudaKernels, ResidentF16WeightsMatchDecodingPerStep) {
     // load-time decode not ordered after the fills would be overwritten.
     options.num_pages = 1 << 21;
     std::vector<std::vector<float>> outputs;
+    setenv("KILN_CUDA_Q4K_WGMMA_MAX", "0", 1);  // q4_K's 64-token bucket on the f16 rows too
     for (const char* resident : {"1", "0"}) {
       setenv("KILN_CUDA_RESIDENT_F16", resident, 1);
       absl::StatusOr<std::unique_ptr<Executor>> gpu = CreateCudaExecutor(program, options);
@@ -412,6 +472,7 @@ TEST_F(CudaKernels, ResidentF16WeightsMatchDecodingPerStep) {
         outputs.emplace_back(got->begin(), got->end());
       }
     }
+    unsetenv("KILN_CUDA_Q4K_WGMMA_MAX");
     ASSERT_EQ(outputs.size(), 4u);
     for (int i = 0; i < 2; ++i) {
       ASSERT_EQ(outputs[i].size(), outputs[i + 2].size());
