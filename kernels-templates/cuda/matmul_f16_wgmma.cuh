@@ -87,6 +87,20 @@ __device__ __forceinline__ void WgmmaStep(float (&d)[64], unsigned a, unsigned b
 }
 #endif
 
+// The start of a wgmma K walk: zeroed sums, and the ring's first
+// kWgmmaStages - 1 stages issued (copy(stage) for those below `steps`), a
+// cp.async group each, so the walk can wait for all but the newest.
+template <class CopyStage>
+__device__ __forceinline__ void WgmmaStart(float (&d)[64], int steps, CopyStage copy) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) d[i] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kWgmmaStages - 1; ++s) {
+    if (s < steps) copy(s);
+    asm volatile("cp.async.commit_group;");
+  }
+}
+
 // A warpgroup's sums d (tokens token0 .. token0 + 63 by the 128 rows of
 // tile `tile`, whose outputs start at tile * GemmTileOutputs): d[4 j + r]
 // is token token0 + 16 w + g (+ 8 for r >= 2), tile row 8 j + 2 q + (r &
@@ -186,15 +200,8 @@ __global__ void __launch_bounds__(256, 2) matmul_f16_wgmma_kernel(MatmulParams p
   };
 
   float d[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) d[i] = 0.0f;
-
+  WgmmaStart(d, steps, [&](int s) { copy_step(s, s * kWgmmaK); });
   constexpr int kAhead = kWgmmaStages - 1;
-#pragma unroll
-  for (int s = 0; s < kAhead; ++s) {
-    if (s < steps) copy_step(s, s * kWgmmaK);
-    asm volatile("cp.async.commit_group;");
-  }
   for (int step = 0; step < steps; ++step) {
     asm volatile("cp.async.wait_group %0;" ::"n"(kAhead - 1));
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // cp.async's writes, seen by the MMAs' async proxy

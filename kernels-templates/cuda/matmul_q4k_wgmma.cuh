@@ -135,15 +135,8 @@ __global__ void __launch_bounds__(256, 2) matmul_q4k_wgmma_kernel(MatmulParams p
   };
 
   float d[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) d[i] = 0.0f;
-
+  WgmmaStart(d, steps, [&](int s) { copy_step(s, s); });
   constexpr int kAhead = kWgmmaStages - 1;
-#pragma unroll
-  for (int s = 0; s < kAhead; ++s) {
-    if (s < steps) copy_step(s, s);
-    asm volatile("cp.async.commit_group;");
-  }
   for (int step = 0; step < steps; ++step) {
     asm volatile("cp.async.wait_group %0;" ::"n"(kAhead - 1) : "memory");  // this thread's copies of the step are in
     decode_step(step % kWgmmaStages, step);  // the warpgroup's MMAs of the step before are done
