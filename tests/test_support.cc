@@ -41,6 +41,26 @@ std::string ReadFileOrDie(const std::filesystem::path& path) {
   return ss.str();
 }
 
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+  if (const char* old = std::getenv(name); old != nullptr) {
+    had_old_ = true;
+    old_ = old;
+  }
+  if (value != nullptr) {
+    ::setenv(name, value, 1);
+  } else {
+    ::unsetenv(name);
+  }
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (had_old_) {
+    ::setenv(name_.c_str(), old_.c_str(), 1);
+  } else {
+    ::unsetenv(name_.c_str());
+  }
+}
+
 std::filesystem::path ScratchDir(const std::string& name) {
   // ctest runs the tests of one binary in parallel processes: the folder is
   // unique per test and process, whatever name the test asks for.

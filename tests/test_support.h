@@ -23,6 +23,21 @@ double RelativeL2(std::span<const float> got, std::span<const float> want);
 // process (`name` makes it readable).
 std::filesystem::path ScratchDir(const std::string& name);
 
+// Sets (or, with nullptr, unsets) an environment variable for its lifetime
+// and puts the earlier value back when it ends, so a test that stops at a
+// failed ASSERT leaves no switch on for the tests after it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_, old_;
+  bool had_old_ = false;
+};
+
 }  // namespace kiln::testing
 
 // Skips the current test (with the reason) when a data file is missing.

@@ -35,7 +35,7 @@ TEST(KernelCache, WritesReadBackAndTheFolderKeepsItsBound) {
   const std::string a = (dir / "cuda-sm_90-a.bin").string(), b = (dir / "cuda-sm_90-b.bin").string(),
                     c = (dir / "vulkan-c.bin").string(), d = (dir / "vulkan-d.bin").string();
   const std::vector<uint8_t> mb = Bytes(1 << 20, 3);
-  ::setenv("KILN_KERNEL_CACHE_MAX_MB", "4", 1);
+  const testing::ScopedEnv bound("KILN_KERNEL_CACHE_MAX_MB", "4");
   ASSERT_TRUE(WriteCachedKernels(a, mb).ok());
   ASSERT_TRUE(WriteCachedKernels(b, mb).ok());
   ASSERT_TRUE(WriteCachedKernels(c, mb).ok());
@@ -55,7 +55,6 @@ TEST(KernelCache, WritesReadBackAndTheFolderKeepsItsBound) {
   EXPECT_TRUE(fs::exists(d));
   EXPECT_TRUE(ReadCachedKernels(d).ok());
   EXPECT_FALSE(ReadCachedKernels(b).ok());
-  ::unsetenv("KILN_KERNEL_CACHE_MAX_MB");
 }
 
 TEST(KernelCache, PruneKeepsTheFileJustWrittenAndDropsStaleTemporaries) {
@@ -79,7 +78,7 @@ TEST(KernelCache, PruneKeepsTheFileJustWrittenAndDropsStaleTemporaries) {
 }
 
 TEST(KernelCache, MaxBytesReadsTheEnvironment) {
-  ::unsetenv("KILN_KERNEL_CACHE_MAX_MB");
+  const testing::ScopedEnv restored("KILN_KERNEL_CACHE_MAX_MB", nullptr);
   EXPECT_EQ(KernelCacheMaxBytes(), uint64_t{2048} << 20);
   ::setenv("KILN_KERNEL_CACHE_MAX_MB", "64", 1);
   EXPECT_EQ(KernelCacheMaxBytes(), uint64_t{64} << 20);
@@ -91,7 +90,6 @@ TEST(KernelCache, MaxBytesReadsTheEnvironment) {
   EXPECT_EQ(KernelCacheMaxBytes(), uint64_t{2048} << 20);
   ::setenv("KILN_KERNEL_CACHE_MAX_MB", "0", 1);
   EXPECT_EQ(KernelCacheMaxBytes(), 0u);
-  ::unsetenv("KILN_KERNEL_CACHE_MAX_MB");
 }
 
 }  // namespace

@@ -136,7 +136,7 @@ TEST(KilnRun, GgufCompilesKernelsForTheGpuThatRuns) {
   const auto [prompt, want] = PromptAndIds(golden_path);
   const std::string run = "run " + Quote(model.string()) + " -p " + Quote(prompt) + " -n 64 --temp 0 --output-format json";
   const std::filesystem::path cache = testing::ScratchDir("run_kernel_cache");
-  ::setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+  const testing::ScopedEnv cache_home("XDG_CACHE_HOME", cache.c_str());
 
   const testing::CommandResult autorun = RunKiln(run);
   ASSERT_EQ(autorun.exit_code, 0) << autorun.output;

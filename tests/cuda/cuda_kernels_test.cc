@@ -397,19 +397,21 @@ TEST_F(CudaKernels, Q4KPrefillMatmulReadsTheRowsAsStored) {
            R"({"epilogue": "residual_add"})");
   const std::vector<Region> regions = {{rq, 300, "q"}, {rk, 40, "k"}, {rg, 136, "silu_mul"}, {ro, 300, "residual_add"}};
   const std::vector<StepBatch> steps = {Prefill(64, 1), Prefill(200, 2), Prefill(130, 3), Prefill(100, 4)};
-  setenv("KILN_CUDA_Q4K_WGMMA_MAX", "256", 1);
-  Compare(b, regions, steps, 5e-3);
-  unsetenv("KILN_CUDA_Q4K_WGMMA_MAX");
-  if (HasFatalFailure()) return;
+  {
+    const testing::ScopedEnv every_bucket("KILN_CUDA_Q4K_WGMMA_MAX", "256");
+    Compare(b, regions, steps, 5e-3);
+    if (HasFatalFailure()) return;
+  }
 
-  setenv("KILN_CUDA_K_SPLITS", "0", 1);
+  const testing::ScopedEnv whole_k("KILN_CUDA_K_SPLITS", "0");
   for (const Region& r : regions) {
     SCOPED_TRACE(r.what);
     std::vector<std::vector<float>> outputs;
     for (const char* max : {"256", "0"}) {
-      setenv("KILN_CUDA_Q4K_WGMMA_MAX", max, 1);
-      absl::StatusOr<std::unique_ptr<Executor>> gpu = Gpu(b, r);
-      unsetenv("KILN_CUDA_Q4K_WGMMA_MAX");
+      absl::StatusOr<std::unique_ptr<Executor>> gpu = [&] {
+        const testing::ScopedEnv buckets("KILN_CUDA_Q4K_WGMMA_MAX", max);
+        return Gpu(b, r);
+      }();
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       if (std::string(max) == "256" && target_ == "cuda:sm_90") {
         EXPECT_EQ((*gpu)->Describe().find("f16 copy"), std::string::npos);
@@ -427,7 +429,6 @@ TEST_F(CudaKernels, Q4KPrefillMatmulReadsTheRowsAsStored) {
       EXPECT_LT(testing::RelativeL2(q4k, f16), 1e-3) << "step " << i;
     }
   }
-  unsetenv("KILN_CUDA_K_SPLITS");
 }
 
 // Quantised weights of the prefill matmul decoded once at load (the
@@ -458,11 +459,12 @@ TEST_F(CudaKernels, ResidentF16WeightsMatchDecodingPerStep) {
     // load-time decode not ordered after the fills would be overwritten.
     options.num_pages = 1 << 21;
     std::vector<std::vector<float>> outputs;
-    setenv("KILN_CUDA_Q4K_WGMMA_MAX", "0", 1);  // q4_K's 64-token bucket on the f16 rows too
+    const testing::ScopedEnv f16_rows("KILN_CUDA_Q4K_WGMMA_MAX", "0");  // q4_K's 64-token bucket on the f16 rows too
     for (const char* resident : {"1", "0"}) {
-      setenv("KILN_CUDA_RESIDENT_F16", resident, 1);
-      absl::StatusOr<std::unique_ptr<Executor>> gpu = CreateCudaExecutor(program, options);
-      unsetenv("KILN_CUDA_RESIDENT_F16");
+      absl::StatusOr<std::unique_ptr<Executor>> gpu = [&] {
+        const testing::ScopedEnv at_load("KILN_CUDA_RESIDENT_F16", resident);
+        return CreateCudaExecutor(program, options);
+      }();
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       EXPECT_EQ((*gpu)->Describe().find("f16 copy") != std::string::npos, std::string(resident) == "1")
           << (*gpu)->Describe();
@@ -472,7 +474,6 @@ TEST_F(CudaKernels, ResidentF16WeightsMatchDecodingPerStep) {
         outputs.emplace_back(got->begin(), got->end());
       }
     }
-    unsetenv("KILN_CUDA_Q4K_WGMMA_MAX");
     ASSERT_EQ(outputs.size(), 4u);
     for (int i = 0; i < 2; ++i) {
       ASSERT_EQ(outputs[i].size(), outputs[i + 2].size());
@@ -502,7 +503,7 @@ TEST_F(CudaKernels, Q4KScaleTablesAgreeWithTheHeaders) {
   std::map<std::string, std::vector<std::vector<float>>> outputs;  // per switch: per region and step
   for (const char* tables : {"1", "0"}) {
     SCOPED_TRACE(absl::StrCat("KILN_CUDA_Q4K_TABLE=", tables));
-    setenv("KILN_CUDA_Q4K_TABLE", tables, 1);
+    const testing::ScopedEnv table_lane("KILN_CUDA_Q4K_TABLE", tables);
     Compare(b, regions, batches, kInt8ActivationsBound);
     for (const Region& r : regions) {
       absl::StatusOr<std::unique_ptr<Executor>> gpu = Gpu(b, r);
@@ -515,7 +516,6 @@ TEST_F(CudaKernels, Q4KScaleTablesAgreeWithTheHeaders) {
         outputs[tables].emplace_back(got->begin(), got->end());
       }
     }
-    unsetenv("KILN_CUDA_Q4K_TABLE");
   }
   ASSERT_EQ(outputs["1"].size(), regions.size() * batches.size());
   ASSERT_EQ(outputs["0"].size(), outputs["1"].size());
@@ -599,9 +599,10 @@ TEST_F(CudaKernels, SiluMulStagesTheDownProjectionOnce) {
     Compare(b, {{r, 256, "down after silu_mul"}}, steps, kInt8ActivationsBound);
     if (HasFatalFailure()) return;
     auto outputs = [&](const char* prestage) {
-      setenv("KILN_CUDA_PRESTAGE", prestage, 1);
-      absl::StatusOr<std::unique_ptr<Executor>> gpu = Gpu(b, {r, 256, "down"});
-      unsetenv("KILN_CUDA_PRESTAGE");
+      absl::StatusOr<std::unique_ptr<Executor>> gpu = [&] {
+        const testing::ScopedEnv staging("KILN_CUDA_PRESTAGE", prestage);
+        return Gpu(b, {r, 256, "down"});
+      }();
       std::vector<std::vector<float>> got;
       EXPECT_TRUE(gpu.ok()) << gpu.status();
       if (!gpu.ok()) return got;

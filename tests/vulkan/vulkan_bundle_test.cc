@@ -197,9 +197,10 @@ TEST(VulkanBundle, KernelTemplatesFolderReplacesAnEmbeddedTemplate) {
   }
   ASSERT_FALSE(text.empty());
   std::ofstream(dir / "vulkan" / "rms_norm.comp") << text << "\n#error rms_norm from the templates folder\n";
-  setenv("KILN_KERNEL_TEMPLATES", dir.c_str(), 1);
-  absl::StatusOr<std::vector<uint32_t>> words = codegen::spirv::CompileInstance(k);
-  unsetenv("KILN_KERNEL_TEMPLATES");
+  absl::StatusOr<std::vector<uint32_t>> words = [&] {
+    const testing::ScopedEnv templates("KILN_KERNEL_TEMPLATES", dir.c_str());
+    return codegen::spirv::CompileInstance(k);
+  }();
   ASSERT_FALSE(words.ok());
   EXPECT_THAT(std::string(words.status().message()), ::testing::HasSubstr("rms_norm from the templates folder"));
   EXPECT_TRUE(codegen::spirv::CompileInstance(k).ok());

@@ -216,7 +216,7 @@ TEST(VulkanKernels, DecodeMatmulStagesLongRowsAsF16) {
 // activations in f32 or, past 7168 elements, f16), forced where the device
 // has them.
 TEST(VulkanKernels, Q4KDecodeWithoutIntegerDotProducts) {
-  setenv("KILN_VULKAN_INTEGER_DOT", "0", 1);
+  const testing::ScopedEnv no_integer_dot("KILN_VULKAN_INTEGER_DOT", "0");
   {
     TestPlan tp;
     const int64_t vocab = 23;
@@ -233,7 +233,6 @@ TEST(VulkanKernels, Q4KDecodeWithoutIntegerDotProducts) {
     const std::vector<StepBatch> steps = {MakeBatch({{0, 1}}, 2, vocab, tp.rng())};
     ExpectSameOutputs(tp, r.q, 24, steps, 4, "f16 decode q q4_K", 1e-3);
   }
-  unsetenv("KILN_VULKAN_INTEGER_DOT");
 }
 
 // Prefill-sized buckets (64 tokens and up) run matmul_tiled.comp: 64 x 64
@@ -302,11 +301,10 @@ TEST(VulkanKernels, TensorCorePrefillWithAndWithoutTheF16Copy) {
   const std::string with = describe();
   if (!absl::StrContains(with, "cooperative matrices")) GTEST_SKIP() << "no cooperative matrices: " << with;
   EXPECT_TRUE(absl::StrContains(with, "f16 copy of the weights for prefill")) << with;
-  setenv("KILN_VULKAN_F16_COPY", "0", 1);
+  const testing::ScopedEnv no_copy("KILN_VULKAN_F16_COPY", "0");
   const std::string without = describe();
   EXPECT_FALSE(absl::StrContains(without, "f16 copy")) << without;
   ExpectPrefillMatmulsMatch();
-  unsetenv("KILN_VULKAN_F16_COPY");
 }
 
 // Prefill on workgroup-scope cooperative matrices (matmul_coopmat2.comp
@@ -341,13 +339,12 @@ TEST(VulkanKernels, WorkgroupTensorCorePrefill) {
   EXPECT_EQ(conversions, 1);
   // Both tile sizes (the executor picks the small ones for grids this size).
   for (const char* tiles : {"large", "small"}) {
-    setenv("KILN_VULKAN_CM2_TILE", tiles, 1);
+    const testing::ScopedEnv tile_size("KILN_VULKAN_CM2_TILE", tiles);
     const std::string what = absl::StrCat("workgroup-scope fused ", tiles, " tiles ");
     ExpectSameOutputs(tp, r.q, 512, batches, 64, what + "q", kPrefillTolerance);
     ExpectSameOutputs(tp, r.k, 256, batches, 64, what + "k", kPrefillTolerance);
     ExpectSameOutputs(tp, r.v, 256, batches, 64, what + "v", kPrefillTolerance);
   }
-  unsetenv("KILN_VULKAN_CM2_TILE");
   ExpectPrefillMatmulsMatch();
 }
 
@@ -629,18 +626,18 @@ TEST(VulkanKernels, PrefillAttentionOnQueryTiles) {
                                           MakeBatch({{0, 0, 3}, {66, 2, 0}, {0, 0, 4}, {14, 3, 1}}, 10, vocab, tp.rng())};
     const std::string what = absl::StrCat("query-tiled attention hd ", c.head_dim, " gqa ", c.heads / c.kv_heads);
     ExpectSameOutputs(tp, out, qw, steps, 50, what);
-    setenv("KILN_VULKAN_PREFILL_ATTENTION", "0", 1);
-    ExpectSameOutputs(tp, out, qw, steps, 50, what + " (switched off)");
-    unsetenv("KILN_VULKAN_PREFILL_ATTENTION");
+    {
+      const testing::ScopedEnv off("KILN_VULKAN_PREFILL_ATTENTION", "0");
+      ExpectSameOutputs(tp, out, qw, steps, 50, what + " (switched off)");
+    }
 
     // Which kernel ran the 45-token step, with and without the switch.
     for (const bool tiles : {true, false}) {
-      if (!tiles) setenv("KILN_VULKAN_PREFILL_ATTENTION", "0", 1);
+      const testing::ScopedEnv off("KILN_VULKAN_PREFILL_ATTENTION", tiles ? nullptr : "0");
       absl::StatusOr<Plan> plan = tp.Build(out, qw);
       ASSERT_TRUE(plan.ok()) << plan.status();
       std::string skip;
       std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), 50, &skip);
-      unsetenv("KILN_VULKAN_PREFILL_ATTENTION");
       if (!skip.empty()) GTEST_SKIP() << "no Vulkan: " << skip;
       absl::StatusOr<std::vector<KernelTime>> times = gpu->ProfileStep(steps[0]);
       if (absl::IsUnimplemented(times.status())) GTEST_SKIP() << times.status().message();
