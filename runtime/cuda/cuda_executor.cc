@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -150,14 +151,18 @@ class CudaExecutor final : public Executor {
     return wgmma_ && UsesF16Weights(c, li, bucket, k) && !c.names[kMatmulQ4KWgmmaSlot].empty() && k % 256 == 0 &&
            plan_.buckets[bucket] <= q4k_wgmma_max_;
   }
-  // Slices of K for matmul_q4k_wgmma_kernel over `rows` tokens (its blocks
-  // hold kQ4KWgmmaTokens tokens and two tiles).
+  // matmul_q4k_wgmma_kernel's grid over `rows` tokens: x token blocks of
+  // kQ4KWgmmaTokens, y blocks of two row tiles.
+  static std::pair<unsigned, unsigned> Q4KWgmmaGrid(int64_t rows, int64_t total_n, int epilogue) {
+    const int64_t outputs = GemmTileOutputs(epilogue), row_tiles = (total_n + outputs - 1) / outputs;
+    return {static_cast<unsigned>((rows + kQ4KWgmmaTokens - 1) / kQ4KWgmmaTokens),
+            static_cast<unsigned>((row_tiles + 1) / 2)};
+  }
+  // Its slices of K (WgmmaKSplits over those blocks).
   int Q4KWgmmaSplits(int64_t rows, int64_t total_n, int epilogue, int64_t k) const {
     if (!k_splits_) return 1;
-    const int64_t outputs = GemmTileOutputs(epilogue);
-    const int64_t blocks =
-        (rows + kQ4KWgmmaTokens - 1) / kQ4KWgmmaTokens * (((total_n + outputs - 1) / outputs + 1) / 2);
-    return WgmmaKSplits(static_cast<int>(blocks), static_cast<int>(k), context_->multiprocessors());
+    const auto [x, y] = Q4KWgmmaGrid(rows, total_n, epilogue);
+    return WgmmaKSplits(static_cast<int>(x * y), static_cast<int>(k), context_->multiprocessors());
   }
   // Slices of K for matmul_f16_wgmma_kernel over `rows` tokens (WgmmaKSplits).
   int WgmmaSplits(int64_t rows, int64_t total_n, int epilogue, int64_t k) const {
@@ -919,8 +924,8 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
             if (q4k) {
               mp.k_splits = Q4KWgmmaSplits(max_rows, mp.total_n, c.epilogue, mp.k);
               mp.k_partials = reinterpret_cast<float*>(partials_);
-              launched = Launch(rc.functions[kMatmulQ4KWgmmaSlot], (max_rows + kQ4KWgmmaTokens - 1) / kQ4KWgmmaTokens,
-                                (row_tiles + 1) / 2, mp.k_splits, 256, Q4KWgmmaSmemBytes(), &mp);
+              const auto [gx, gy] = Q4KWgmmaGrid(max_rows, mp.total_n, c.epilogue);
+              launched = Launch(rc.functions[kMatmulQ4KWgmmaSlot], gx, gy, mp.k_splits, 256, Q4KWgmmaSmemBytes(), &mp);
               if (launched.ok() && mp.k_splits > 1) {
                 launched = launch(rc.functions[kMatmulSplitSumSlot], max_rows, (mp.total_n + 255) / 256, 256, 0, &mp);
               }
