@@ -48,6 +48,7 @@ __device__ __forceinline__ bool PrefillTileDone(const AttentionParams& p, const 
 
 // grid (bucket tokens, kv_heads): one block per token and KV head.
 __global__ void __launch_bounds__(128) kv_append_kernel(AttentionParams p) {
+  WaitForPrevious();
   const int t = blockIdx.x, kvh = blockIdx.y;
   const StepCounts counts = *p.counts;
   if (t >= counts.tokens) return;
@@ -68,9 +69,33 @@ __global__ void __launch_bounds__(128) kv_append_kernel(AttentionParams p) {
   }
 }
 
+// Steps without prefill tiles: asks L2 for the K and V rows from earlier
+// steps that this warp reads first, before attention_kernel waits for the
+// launch before it (which writes only this step's rows). A lane a 128-byte
+// line: 4 positions x (K, V) x 4 lines of a 128-float row. Reads only the
+// step's inputs, which the graph's first launch already waited for.
+template <int kD>
+__device__ __forceinline__ void PrefetchFirstRows(const AttentionParams& p) {
+  if (!p.append) return;
+  const int t = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int u = lane / 8, piece = lane % 8;
+  if ((piece % 4) * 32 >= kD) return;
+  const StepCounts counts = *p.counts;
+  if (t >= counts.tokens) return;
+  const int n = p.positions[t] + 1, slice = SliceOf(n, p.splits), begin = blockIdx.z * slice;
+  const int s = SequenceOf(p.query_starts, counts.seqs, t);
+  const int j = begin + kAttnPositions * warp + u;
+  if (j >= min(p.positions[p.query_starts[s]], begin + slice)) return;  // this step's rows come from k/v
+  const int page = p.block_tables[static_cast<long long>(s) * p.pages_stride + j / p.pool.page_size];
+  const int kv_head = blockIdx.y / (p.num_heads / p.pool.kv_heads);
+  PrefetchL2(PoolRow(p.pool, p.layer, piece / 4, page, j % p.pool.page_size) + kv_head * kD + (piece % 4) * 32);
+}
+
 // grid (bucket tokens, num_heads, splits), kAttnWarps warps.
 template <int kD>
 __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionParams p) {
+  PrefetchFirstRows<kD>(p);
+  WaitForPrevious();
   const int t = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
   const StepCounts counts = *p.counts;
   if (t >= counts.tokens || PrefillTileDone(p, counts, t / kPrefillTileTokens)) return;
@@ -195,6 +220,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
     }
     m = m_new;
   }
+  LetNextLaunch();  // the block's K/V loads are done
   if (lane == 0) {
     warp_m[warp] = m;
     warp_l[warp] = l;

@@ -21,6 +21,7 @@ namespace kiln {
 // multiple of 16, at most 128.
 template <int kD>
 __global__ void __launch_bounds__(128) attention_prefill_kernel(AttentionParams p) {
+  WaitForPrevious();
   static_assert(kD % 16 == 0 && kD <= 128, "head dims of 16..128 in steps of 16");
   constexpr int kT = kPrefillTileTokens, kStride = kD + 8;  // halves per smem row: conflict-free ldmatrix
   const StepCounts counts = *p.counts;

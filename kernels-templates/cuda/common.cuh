@@ -8,6 +8,28 @@ namespace kiln {
 
 using namespace cuda_abi;
 
+// Programmatic dependent launch (sm_90; no-ops before it, and where the
+// runtime launched without it): a launch may start while the one before it
+// ends, so every kernel calls WaitForPrevious before it reads or writes
+// anything another launch touches (activations, KV, counters), on every path
+// of every block: then a grid's completion still implies its predecessors'.
+// Only reads of what no launch writes (weights) may come before it.
+// LetNextLaunch lets the next launch's blocks take the SM slots that this
+// launch's blocks leave; kernels call it once their blocks have issued
+// their last weight loads (a kernel that never calls it lets the next one
+// start as its last block leaves).
+__device__ __forceinline__ void WaitForPrevious() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void LetNextLaunch() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void PrefetchL2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -178,6 +178,10 @@ struct MatmulParams {
   float* stage_image;
   unsigned* stage_counts;
   const float* prestaged;
+  // Decode (matmul_kernel): lane steps of each warp's first rows asked of L2
+  // before the kernel waits for the launch before it (WaitForPrevious), so
+  // their DRAM reads overlap that launch's last blocks.
+  int prefetch_steps;
 };
 
 // The scale table of a q4_K weight for matmul_kernel (LaneQ4_KTable): per

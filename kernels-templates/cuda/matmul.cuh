@@ -429,6 +429,33 @@ __device__ __forceinline__ void CopyPrestaged(const float* image, int len, float
   }
 }
 
+// Decode: asks L2 for the first p.prefetch_steps lane steps of this warp's
+// round-0 rows (and their scale-table entries), before the kernel waits for
+// the launch before it. Only weights are read.
+template <class Lane, int kRows, int kParts, int kEpilogue, bool kTable>
+__device__ __forceinline__ void PrefetchFirstSteps(const MatmulParams& p, int warp, int lane) {
+  const int ksplit = max(1, p.ksplit), slice = warp % ksplit;
+  const int first = (blockIdx.x * (kMatmulWarps / ksplit) + warp / ksplit) * kRows;
+  if (first >= p.total_n) return;
+  for (int s = 0; s < p.prefetch_steps; ++s) {
+    const long long e = (static_cast<long long>(s) * ksplit + slice) * 32 * Lane::kLane + lane * Lane::kLane;
+    if (e >= p.k) break;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      int wi, n;
+      WeightRowOf<kEpilogue>(p, min(first + r, p.total_n - 1), &wi, &n);
+#pragma unroll
+      for (int w = 0; w < kParts; ++w) {
+        PrefetchL2(Pick(p.w, wi + w) + n * p.row_bytes + e * p.row_bytes / p.k);
+        if constexpr (kTable) {
+          const long long table_bytes = Q4KTableRowBytes(p.k);
+          PrefetchL2(Pick(p.tables, wi + w) + n * table_bytes + e * table_bytes / p.k);
+        }
+      }
+    }
+  }
+}
+
 // matmul_kernel's work; kTable: q4_K's weights read through their scale
 // tables (LaneQ4_KTable).
 template <class S, int kEpilogue, bool kNorm, int kTile, bool kTable>
@@ -446,6 +473,8 @@ __device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
   __shared__ float inv_rms[kTile];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int t0 = blockIdx.y * kTile;
+  if constexpr (kDecode) PrefetchFirstSteps<Lane, kRows, kParts, kEpilogue, kTable>(p, warp, lane);
+  WaitForPrevious();
   // Decode (one- and two-token buckets, one row of blocks) reads the row
   // count only before storing, so no load waits on it: it stages both
   // tokens of a two-token bucket (the arena has their rows) and stores those
@@ -552,6 +581,7 @@ __device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
         }
       }
     }
+    if (round == rounds - 1) LetNextLaunch();  // the block's weight loads are done
     if (active) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r)

@@ -22,6 +22,7 @@ namespace kiln {
 // Rows of the weights one after another in f16: y[row][0..k).
 template <class S>
 __global__ void __launch_bounds__(256) dequantize_f16_kernel(DequantizeParams p) {
+  WaitForPrevious();
   int row = blockIdx.x, wi = 0;
   while (wi + 1 < p.num_weights && row >= Pick(p.n, wi)) row -= Pick(p.n, wi++);
   const unsigned char* src = Pick(p.w, wi) + static_cast<long long>(row) * p.row_bytes;
@@ -35,6 +36,7 @@ __global__ void __launch_bounds__(256) dequantize_f16_kernel(DequantizeParams p)
 
 template <int kEpilogue>
 __global__ void __launch_bounds__(256, 2) matmul_f16_tc_kernel(MatmulParams p) {
+  WaitForPrevious();
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   constexpr int kOutputs = kGemmN / kParts;  // outputs per block
   constexpr int kStageHalves = (kGemmM + kGemmN) * kGemmStride;

@@ -147,6 +147,7 @@ __device__ __forceinline__ void WgmmaStoreTile(const MatmulParams& p, const floa
 
 template <int kEpilogue>
 __global__ void __launch_bounds__(256, 2) matmul_f16_wgmma_kernel(MatmulParams p) {
+  WaitForPrevious();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   constexpr int kOutputs = kGemmN / kParts;
@@ -222,6 +223,7 @@ __global__ void __launch_bounds__(256, 2) matmul_f16_wgmma_kernel(MatmulParams p
 // grid (max_rows, ceil(total_n / 256)), 256 threads.
 template <int kEpilogue>
 __global__ void __launch_bounds__(256) matmul_split_sum_kernel(MatmulParams p) {
+  WaitForPrevious();
   const int token = blockIdx.x, out = blockIdx.y * 256 + threadIdx.x;
   if (token >= *p.rows || out >= p.total_n) return;
   const int stride = WgmmaPartialStride(p.total_n, kEpilogue);

@@ -51,6 +51,7 @@ __device__ __forceinline__ uint4 DecodeQ4KEight(unsigned w0, unsigned w1, int sh
 
 template <int kEpilogue>
 __global__ void __launch_bounds__(256, 2) matmul_q4k_wgmma_kernel(MatmulParams p) {
+  WaitForPrevious();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   constexpr int kOutputs = kGemmN / kParts;

@@ -137,7 +137,10 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamBlocksPerSm) matmul_str
   if (warp == kMatmulWarps) {
     // The producer: stage j's copies into slot j % kStages, lane i <
     // kSlices copying slice i's chunk of its row, once the consumers
-    // are done with the slot's previous stage.
+    // are done with the slot's previous stage. It reads only weights and
+    // writes only this block's shared memory, so the ring's first round is
+    // under way before the launch before this one has ended (the consumers
+    // wait for it, WaitForPrevious); its last copies let the next launch start.
     for (int j = 0; j < stages; ++j) {
       const int g = blockIdx.x + (j / chunks) * gridDim.x, c0 = (j % chunks) * kChunk;
       const unsigned bytes = static_cast<unsigned>(min(kChunk, p.k - c0) / S::kBlockElems * S::kBlockBytes);
@@ -158,6 +161,7 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamBlocksPerSm) matmul_str
                                    c0 / S::kBlockElems * S::kBlockBytes;
         BulkCopy(SharedAddress(ring + (j % kStages) * kStageBytes + lane * kSliceBytes), src, bytes, bar);
       }
+      if (j == stages - 1) LetNextLaunch();
       // The consumers' two (three with the norm) barriers below, after the
       // ring's first round is under way.
       if (j == min(kStages, stages) - 1) {
@@ -175,6 +179,7 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamBlocksPerSm) matmul_str
   }
 
   // The consumers. Meanwhile: 1/rms and the activations, staged whole.
+  WaitForPrevious();
   if constexpr (kNorm) InverseRms<1>(p, 0, 1, inv_rms);  // (one barrier inside)
   __syncthreads();
   StageTokens<1, kNorm>(p, 0, 1, 0, p.k, inv_rms, true, xs, xstride, sums, 0);

@@ -65,6 +65,7 @@ __device__ __forceinline__ float BlockInvRms(const float* x, int k, float eps) {
 // K = 14336, as long as the matmul it feeds.
 template <bool kNorm, bool kSplit>
 __global__ void __launch_bounds__(256) activations_f16_kernel(ActivationsF16Params p) {
+  WaitForPrevious();
   // gridDim.y blocks share a row, a multiple of 32 elements each.
   const int chunk = ((p.k + gridDim.y - 1) / gridDim.y + 31) / 32 * 32;
   const int t = blockIdx.x, c0 = blockIdx.y * chunk;
@@ -122,6 +123,7 @@ __global__ void __launch_bounds__(256) activations_f16_kernel(ActivationsF16Para
 
 template <class S, int kEpilogue>
 __global__ void __launch_bounds__(256) matmul_tc_kernel(MatmulParams p) {
+  WaitForPrevious();
   constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
   const int rows = *p.rows;
   const int t0 = blockIdx.y * kTcM;

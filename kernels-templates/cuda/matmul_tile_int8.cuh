@@ -46,6 +46,7 @@ namespace kiln {
 // in one round trip to L2; more spill at 1024 threads). K a multiple of 256.
 template <bool kNorm>
 __global__ void __launch_bounds__(kActivationsInt8Threads) activations_int8_kernel(ActivationsInt8Params p) {
+  WaitForPrevious();
   constexpr int kThreads = kActivationsInt8Threads, kBatch = kActivationsInt8Batch, kPass = 4 * kThreads;
   constexpr int kWarps = kThreads / 32, kUnits = 2;
   const int t = blockIdx.x;
@@ -323,6 +324,7 @@ __device__ __forceinline__ void TileInt8Tokens(const MatmulParams& p, int rows, 
 // in matmul_tile_tc_kernel).
 template <class S, int kEpilogue, int kTokenTiles, bool kLogitRows = false>
 __global__ void __launch_bounds__(32 * kTileInt8Warps, 2) matmul_tile_int8_kernel(MatmulParams p) {
+  WaitForPrevious();
   const int rows = *p.rows;
   constexpr int kTokens = kTileInt8Tokens * kTokenTiles;
   if constexpr (kLogitRows) {

@@ -254,6 +254,7 @@ __device__ __forceinline__ void TileTcTokens(const MatmulParams& p, int rows, in
 // own because it spills registers of the buckets' instances.
 template <class S, int kEpilogue, bool kLogitRows = false>
 __global__ void __launch_bounds__(32 * kTileTcWarps, 2) matmul_tile_tc_kernel(MatmulParams p) {
+  WaitForPrevious();
   const int rows = *p.rows;
   if constexpr (kLogitRows) {
     for (int t0 = blockIdx.y * kTileTcTokens; t0 < rows; t0 += gridDim.y * kTileTcTokens) {

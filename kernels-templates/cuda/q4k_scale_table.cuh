@@ -14,6 +14,7 @@
 namespace kiln {
 
 __global__ void __launch_bounds__(256) q4k_scale_table_kernel(Q4KTableParams p) {
+  WaitForPrevious();
   const long long i = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x;
   if (i >= p.blocks) return;
   const uint4 head = Aligned16(p.w + i * 144);  // 144-byte blocks of 256-byte aligned weights

@@ -11,6 +11,7 @@ namespace kiln {
 
 // Grid-stride over rows * width elements.
 __global__ void elementwise_kernel(ElementwiseParams p) {
+  WaitForPrevious();
   const long long total = static_cast<long long>(*p.rows) * p.width;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
@@ -29,6 +30,7 @@ __global__ void elementwise_kernel(ElementwiseParams p) {
 
 // One block per row; the sum of squares in double, as the CPU does.
 __global__ void __launch_bounds__(256) rms_norm_kernel(RmsNormParams p) {
+  WaitForPrevious();
   const int t = blockIdx.x;
   if (t >= *p.rows) return;
   const float* x = p.x + static_cast<long long>(t) * p.width;
@@ -49,6 +51,7 @@ __global__ void __launch_bounds__(256) rms_norm_kernel(RmsNormParams p) {
 // writes NaNs (the host validated tokens; this only guards memory).
 template <class S>
 __global__ void __launch_bounds__(256) embedding_kernel(EmbeddingParams p) {
+  WaitForPrevious();
   const int t = blockIdx.x;
   if (t >= *p.rows) return;
   const int token = p.tokens[t];
@@ -70,6 +73,7 @@ __global__ void __launch_bounds__(256) embedding_kernel(EmbeddingParams p) {
 }
 
 __global__ void __launch_bounds__(256) gather_rows_kernel(GatherRowsParams p) {
+  WaitForPrevious();
   const int r = blockIdx.x;
   if (r >= *p.count) return;
   const float* x = p.x + static_cast<long long>(p.indices[r]) * p.width;
@@ -81,6 +85,7 @@ __global__ void __launch_bounds__(256) gather_rows_kernel(GatherRowsParams p) {
 // CPU does. 16-byte loads, four in flight a thread: with 256 threads and one
 // load at a time a 128256-logit row took 190 us on the H200, 7% of a decode step.
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(ArgmaxParams p) {
+  WaitForPrevious();
   const int t = blockIdx.x;
   if (t >= *p.rows) return;
   const float* x = p.x + static_cast<long long>(t) * p.width;
@@ -134,6 +139,7 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(ArgmaxParams p) 
 
 // One block per token; y may alias x (each block reads its row before writing).
 __global__ void __launch_bounds__(256) rope_kernel(RopeParams p) {
+  WaitForPrevious();
   const int t = blockIdx.x;
   if (t >= *p.rows) return;
   const int width = p.num_heads * p.head_dim;

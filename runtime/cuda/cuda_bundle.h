@@ -53,7 +53,10 @@ namespace kiln::cuda {
 // rows (a 17th and an 18th matmul slot).
 // 16: q4_K's small prefill steps run matmul_q4k_wgmma_kernel over the rows
 // as stored (a 19th matmul slot).
-constexpr uint32_t kBundleVersion = 16;
+// 17: every kernel waits for the launch before it (griddepcontrol.wait), so
+// sm_90 launches may overlap (programmatic dependent launch); decode
+// matmuls prefetch weights before that (MatmulParams::prefetch_steps).
+constexpr uint32_t kBundleVersion = 17;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

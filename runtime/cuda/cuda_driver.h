@@ -17,16 +17,17 @@ namespace kiln::cuda {
 
 // Function pointers of the driver entry points kiln uses.
 struct DriverApi {
-#define KILN_CUDA_DRIVER_FUNCTIONS(X)                                                                            \
-  X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) \
-  X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)              \
-  X(cuCtxSynchronize) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute)     \
-  X(cuFuncSetAttribute) X(cuMemAlloc) X(cuMemFree) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemcpyHtoD)          \
-  X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD32) \
-  X(cuMemGetInfo) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamBeginCapture)          \
-  X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) \
-  X(cuLaunchKernel) X(cuGetErrorName) X(cuGetErrorString) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)  \
-  X(cuEventSynchronize) X(cuEventElapsedTime)
+#define KILN_CUDA_DRIVER_FUNCTIONS(X)                                                                       \
+  X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)                     \
+  X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)      \
+  X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)     \
+  X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuMemAlloc) X(cuMemFree) X(cuMemAllocHost) X(cuMemFreeHost) \
+  X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync)            \
+  X(cuMemsetD8) X(cuMemsetD32) X(cuMemGetInfo) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)  \
+  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch)             \
+  X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuGetErrorName)           \
+  X(cuGetErrorString) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)             \
+  X(cuEventElapsedTime)
 #define KILN_CUDA_DECLARE(name) decltype(&::name) name = nullptr;
   KILN_CUDA_DRIVER_FUNCTIONS(KILN_CUDA_DECLARE)
 #undef KILN_CUDA_DECLARE

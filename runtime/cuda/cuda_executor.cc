@@ -214,6 +214,13 @@ class CudaExecutor final : public Executor {
   bool stream_decode_ = false;  // q8_0's one-token decode on matmul_stream_kernel (sm_90)
   bool q4k_tables_ = true;      // q4_K's matmul_kernel reads scale tables made at load
   bool prestage_ = true;        // PrestagesNext's pairs stage once (KILN_CUDA_PRESTAGE=0: never)
+  // Each captured launch may start while the one before it ends (sm_90:
+  // programmatic dependent launch; every kernel waits for its predecessor
+  // before touching activations, common.cuh). KILN_CUDA_PDL=0: never.
+  bool pdl_ = false;
+  // Lane steps of its first rows a decode matmul asks of L2 before that wait
+  // (KILN_CUDA_PREFETCH_STEPS).
+  int prefetch_steps_ = 1;
   // StageRunOnce's image (MatmulSmemFloats(k, 1) floats for the widest k)
   // and its counts (one per 256 outputs), zero at load.
   CUdeviceptr stage_image_ = 0, stage_counts_ = 0;
@@ -445,6 +452,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   // q8_0's one-token decode streams the weights through shared memory on
   // the bulk copy engine (sm_90; KILN_CUDA_STREAM=0: matmul_kernel).
   ex->stream_decode_ = sm >= 90 && bundle->sm >= 90 && SwitchOn("KILN_CUDA_STREAM");
+  ex->pdl_ = sm >= 90 && bundle->sm >= 90 && SwitchOn("KILN_CUDA_PDL");
+  if (const char* v = std::getenv("KILN_CUDA_PREFETCH_STEPS"); v != nullptr) {
+    ex->prefetch_steps_ = std::clamp(std::atoi(v), 0, 4);
+  }
   // q4_K's matmul_kernel reads each sub-block's scale products from a table
   // made at load (+22% of the weights' bytes) instead of unpacking the
   // blocks' 6-bit fields every step (KILN_CUDA_Q4K_TABLE=0: it unpacks them).
@@ -1007,6 +1018,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
           const int rows_per_warp = MatmulRowsPerWarp(first->storage, tile);
           const int row_blocks = (mp.total_n + kMatmulWarps * rows_per_warp - 1) / (kMatmulWarps * rows_per_warp);
           mp.ksplit = decode ? MatmulKSplit(row_blocks, context_->multiprocessors()) : 1;
+          mp.prefetch_steps = decode && pdl_ ? prefetch_steps_ : 0;
           const int per_block = kMatmulWarps / mp.ksplit * rows_per_warp;
           mp.chunk = MatmulChunk(mp.k, tile);
           int blocks = (mp.total_n + per_block - 1) / per_block;
@@ -1213,8 +1225,20 @@ absl::Status CudaExecutor::Launch(CUfunction f, unsigned gx, unsigned gy, unsign
                                   void* params) {
   const DriverApi& api = *api_;
   void* args[] = {params};
-  KILN_CU(api, api.cuLaunchKernel(f, std::max(gx, 1u), std::max(gy, 1u), std::max(gz, 1u), block, 1, 1, smem, stream_, args,
-                                  nullptr));
+  CUlaunchConfig config{};
+  config.gridDimX = std::max(gx, 1u);
+  config.gridDimY = std::max(gy, 1u);
+  config.gridDimZ = std::max(gz, 1u);
+  config.blockDimX = block;
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = smem;
+  config.hStream = stream_;
+  CUlaunchAttribute overlap{};
+  overlap.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  overlap.value.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &overlap;
+  config.numAttrs = pdl_ ? 1 : 0;
+  KILN_CU(api, api.cuLaunchKernelEx(&config, f, args, nullptr));
   return absl::OkStatus();
 }
 
