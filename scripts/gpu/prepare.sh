@@ -41,6 +41,13 @@ if [ -x "$full_build/tests/vulkan_kernels_test" ]; then
   ninja -C "$full_build" vulkan_kernels_test
   cp "$full_build/tests/vulkan_kernels_test" "$stage/bin/"
 fi
+# The read-only bound of the decode launches (scripts/gpu/gemv_read_probe.cu,
+# docs/perf/cuda-h200.md session 30), where this machine has nvcc.
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if [ -x "$nvcc" ]; then
+  "$nvcc" -O3 -std=c++17 -arch=sm_90 -cudart static -Xcompiler -static-libstdc++,-static-libgcc \
+    -o "$stage/bin/gemv_read_probe" "$root/scripts/gpu/gemv_read_probe.cu"
+fi
 strip "$stage"/bin/*
 
 # Shared libraries the device lacks: Debian's absl, pcre2 and the like. The
