@@ -94,7 +94,8 @@ __global__ void __launch_bounds__(kThreads, 2) kernel_order(Args a) {
         for (int r = 0; r < kRows; ++r)
 #pragma unroll
           for (int w = 0; w < kParts; ++w) {
-            qs[s][r][w] = __ldg(reinterpret_cast<const uint4*>(rows[r][w] + (e / 256) * 144 + 16 + 16 * ((e / 32) % 8)));
+            qs[s][r][w] =
+                __ldg(reinterpret_cast<const uint4*>(rows[r][w] + (e / 256) * 144 + 16 + 16 * ((e / 32) % 8)));
             am[s][r][w] = __ldg(reinterpret_cast<const uint2*>(tabs[r][w] + (e / 256) * 32 + 8 * ((e / 64) % 4)));
           }
       }
@@ -166,20 +167,45 @@ __global__ void __launch_bounds__(kThreads) kernel_linear(const uint4* p, long l
 // lines would be written back to DRAM during the timed kernel).
 __global__ void flush_kernel(const uint4* p, long long n16, unsigned* out) {
   unsigned acc = 0;
-  for (long long i = blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += static_cast<long long>(gridDim.x) * blockDim.x)
+  for (long long i = blockIdx.x * blockDim.x + threadIdx.x; i < n16;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
     acc ^= Xor4(__ldcg(p + i));
   if (acc == 0x9E3779B9u) out[threadIdx.x] = acc;
 }
 
-#define CHECK(x)                                                                    \
-  do {                                                                              \
-    cudaError_t e_ = (x);                                                           \
-    if (e_ != cudaSuccess) {                                                        \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                 \
-      std::exit(1);                                                                 \
-    }                                                                               \
+#define CHECK(x)                                                    \
+  do {                                                              \
+    cudaError_t e_ = (x);                                           \
+    if (e_ != cudaSuccess) {                                        \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                 \
+    }                                                               \
   } while (0)
 
+// The four q4_K launches of a Llama-3-8B layer.
+constexpr Launch kLaunches[] = {
+    {"qkv", 6144, 4096, 1}, {"o", 4096, 4096, 1}, {"gate/up", 14336, 4096, 2}, {"down", 4096, 14336, 1}};
+
+// Bytes of launch l's weights and scale tables (what buf must hold).
+long long BytesOf(const Launch& l) { return static_cast<long long>(l.parts) * l.n * (l.k / 256) * (144 + 32); }
+
+// Launch l over weights and tables at buf (weights first, then tables), with
+// the host's geometry (MatmulKSplit, one wave of at most two blocks an SM):
+// its arguments, and its grid in *blocks.
+Args ArgsFor(const Launch& l, unsigned char* buf, int sms, unsigned* out, int* blocks) {
+  Args a{};
+  a.n = l.n, a.k = l.k, a.row_bytes = l.k / 256 * 144, a.table_row_bytes = l.k / 256 * 32, a.out = out;
+  const long long part_bytes = static_cast<long long>(l.n) * a.row_bytes;
+  const long long part_tables = static_cast<long long>(l.n) * a.table_row_bytes;
+  for (int w = 0; w < l.parts; ++w) {
+    a.w[w] = buf + w * part_bytes;
+    a.t[w] = buf + l.parts * part_bytes + w * part_tables;
+  }
+  const int row_blocks = (l.n + kRows * kWarps - 1) / (kRows * kWarps);
+  a.ksplit = row_blocks <= sms ? 2 : 1;
+  *blocks = std::min(row_blocks * a.ksplit, 2 * sms);
+  return a;
+}
 
 // A chain of the four launches over kLayers layers of distinct weights (as
 // a decode step streams them), captured in one CUDA graph and replayed:
@@ -210,31 +236,20 @@ int RunChain(int reps) {
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
-  const Launch launches[] = {{"qkv", 6144, 4096, 1}, {"o", 4096, 4096, 1}, {"gate/up", 14336, 4096, 2},
-                             {"down", 4096, 14336, 1}};
   std::vector<Args> args;
   std::vector<int> grids, parts;
   unsigned* out;
   CHECK(cudaMalloc(&out, 1 << 24));
   double layer_bytes = 0;
   for (int l = 0; l < kLayers; ++l) {
-    for (const Launch& L : launches) {
-      const int row_bytes = L.k / 256 * 144, table_row_bytes = L.k / 256 * 32;
-      const long long pb = static_cast<long long>(L.n) * row_bytes, pt = static_cast<long long>(L.n) * table_row_bytes;
+    for (const Launch& L : kLaunches) {
       unsigned char* buf;
-      CHECK(cudaMalloc(&buf, L.parts * (pb + pt)));
-      CHECK(cudaMemset(buf, 0x5A, L.parts * (pb + pt)));
-      if (l == 0) layer_bytes += L.parts * (pb + pt);
-      Args a{};
-      for (int w = 0; w < L.parts; ++w) {
-        a.w[w] = buf + w * pb;
-        a.t[w] = buf + L.parts * pb + w * pt;
-      }
-      a.n = L.n, a.k = L.k, a.row_bytes = row_bytes, a.table_row_bytes = table_row_bytes, a.out = out;
-      const int row_blocks = (L.n + kRows * kWarps - 1) / (kRows * kWarps);
-      a.ksplit = row_blocks <= sms ? 2 : 1;
-      args.push_back(a);
-      grids.push_back(std::min(row_blocks * a.ksplit, 2 * sms));
+      CHECK(cudaMalloc(&buf, BytesOf(L)));
+      CHECK(cudaMemset(buf, 0x5A, BytesOf(L)));
+      if (l == 0) layer_bytes += BytesOf(L);
+      int blocks;
+      args.push_back(ArgsFor(L, buf, sms, out, &blocks));
+      grids.push_back(blocks);
       parts.push_back(L.parts);
     }
   }
@@ -286,10 +301,9 @@ int main(int argc, char** argv) {
   CHECK(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
   std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
-  const Launch launches[] = {{"qkv", 6144, 4096, 1}, {"o", 4096, 4096, 1}, {"gate/up", 14336, 4096, 2},
-                             {"down", 4096, 14336, 1}};
   // One buffer for the largest launch's weights and tables, another to flush L2.
-  const long long max_bytes = 2LL * 14336 * (4096 / 256) * (144 + 32) + (1 << 20);
+  long long max_bytes = 0;
+  for (const Launch& l : kLaunches) max_bytes = std::max(max_bytes, BytesOf(l));
   unsigned char* buf;
   uint4* flush;
   unsigned* out;
@@ -303,26 +317,19 @@ int main(int argc, char** argv) {
   CHECK(cudaEventCreate(&start));
   CHECK(cudaEventCreate(&stop));
 
-  for (const Launch& l : launches) {
-    const int row_bytes = l.k / 256 * 144, table_row_bytes = l.k / 256 * 32;
-    const long long part_bytes = static_cast<long long>(l.n) * row_bytes, part_tables = static_cast<long long>(l.n) * table_row_bytes;
-    Args a{};
-    for (int w = 0; w < l.parts; ++w) {
-      a.w[w] = buf + w * part_bytes;
-      a.t[w] = buf + l.parts * part_bytes + w * part_tables;
-    }
-    a.n = l.n, a.k = l.k, a.row_bytes = row_bytes, a.table_row_bytes = table_row_bytes, a.out = out;
-    // The host's geometry (MatmulKSplit, one wave of at most two blocks an SM).
-    const int row_blocks = (l.n + kRows * kWarps - 1) / (kRows * kWarps);
-    a.ksplit = row_blocks <= sms ? 2 : 1;
-    const int blocks = std::min(row_blocks * a.ksplit, 2 * sms);
-    const double bytes = static_cast<double>(l.parts) * (part_bytes + part_tables);
+  for (const Launch& l : kLaunches) {
+    int blocks;
+    const Args a = ArgsFor(l, buf, sms, out, &blocks);
+    const double bytes = static_cast<double>(BytesOf(l));
     struct Variant {
       const char* name;
       int grid;
     };
-    const Variant variants[] = {{"kernel order", blocks}, {"kernel order, 1 step", blocks}, {"kernel order, 2 steps", blocks},
-                                {"rows whole", blocks}, {"linear", 8 * sms}};
+    const Variant variants[] = {{"kernel order", blocks},
+                                {"kernel order, 1 step", blocks},
+                                {"kernel order, 2 steps", blocks},
+                                {"rows whole", blocks},
+                                {"linear", 8 * sms}};
     for (int v = 0; v < 5; ++v) {
       std::vector<float> ms;
       for (int rep = 0; rep < reps; ++rep) {
@@ -331,19 +338,32 @@ int main(int argc, char** argv) {
         const bool two = l.parts == 2;
         switch (v) {
           case 0:  // as matmul_kernel: two steps in flight for one weight a row, one for two
-            if (two) kernel_order<2, 1><<<blocks, kThreads>>>(a); else kernel_order<1, 2><<<blocks, kThreads>>>(a);
+            if (two)
+              kernel_order<2, 1><<<blocks, kThreads>>>(a);
+            else
+              kernel_order<1, 2><<<blocks, kThreads>>>(a);
             break;
           case 1:
-            if (two) kernel_order<2, 1><<<blocks, kThreads>>>(a); else kernel_order<1, 1><<<blocks, kThreads>>>(a);
+            if (two)
+              kernel_order<2, 1><<<blocks, kThreads>>>(a);
+            else
+              kernel_order<1, 1><<<blocks, kThreads>>>(a);
             break;
           case 2:
-            if (two) kernel_order<2, 2><<<blocks, kThreads>>>(a); else kernel_order<1, 2><<<blocks, kThreads>>>(a);
+            if (two)
+              kernel_order<2, 2><<<blocks, kThreads>>>(a);
+            else
+              kernel_order<1, 2><<<blocks, kThreads>>>(a);
             break;
           case 3:
-            if (two) kernel_rows<2><<<blocks, kThreads>>>(a); else kernel_rows<1><<<blocks, kThreads>>>(a);
+            if (two)
+              kernel_rows<2><<<blocks, kThreads>>>(a);
+            else
+              kernel_rows<1><<<blocks, kThreads>>>(a);
             break;
           default:
-            kernel_linear<<<8 * sms, kThreads>>>(reinterpret_cast<const uint4*>(buf), static_cast<long long>(bytes) / 16, out);
+            kernel_linear<<<8 * sms, kThreads>>>(reinterpret_cast<const uint4*>(buf),
+                                                 static_cast<long long>(bytes) / 16, out);
         }
         CHECK(cudaEventRecord(stop));
         CHECK(cudaEventSynchronize(stop));
