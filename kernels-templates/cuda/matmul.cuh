@@ -473,12 +473,14 @@ __device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
   __shared__ float inv_rms[kTile];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int t0 = blockIdx.y * kTile;
+  // Decode waits for the launch before it (WaitForPrevious) only where it
+  // first reads activations, so its setup runs while that launch ends. It
+  // stages both tokens of a two-token bucket (the arena has their rows) and
+  // stores those that exist: the row count, a step input (complete before
+  // the graph's first launch started), is read now and used at the end.
   if constexpr (kDecode) PrefetchFirstSteps<Lane, kRows, kParts, kEpilogue, kTable>(p, warp, lane);
-  WaitForPrevious();
-  // Decode (one- and two-token buckets, one row of blocks) reads the row
-  // count only before storing, so no load waits on it: it stages both
-  // tokens of a two-token bucket (the arena has their rows) and stores those
-  // that exist.
+  const int step_rows = kDecode ? *p.rows : 0;
+  if constexpr (!kDecode) WaitForPrevious();
   int tiles = kTile;
   if constexpr (!kDecode) {
     const int rows = *p.rows;
@@ -507,7 +509,10 @@ __device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
   constexpr bool kNormedRow = kNorm && kTile == 1 && (kTable || !TableLaneOf<S>::kHas);
   const bool normed_row = kNormedRow && p.chunk >= p.k && p.k <= kStageBatch * 4 * 32 * kMatmulWarps;
   if constexpr (kNorm) {
-    if (!normed_row) InverseRms<kTile>(p, t0, tiles, inv_rms);
+    if (!normed_row) {
+      WaitForPrevious();
+      InverseRms<kTile>(p, t0, tiles, inv_rms);
+    }
   }
 
   const int xstride = MatmulPaddedLen(p.chunk), sstride = MatmulSumsLen(p.chunk);
@@ -536,10 +541,15 @@ __device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
       for (int w = 0; w < kParts; ++w)
 #pragma unroll
         for (int t = 0; t < kTile; ++t) acc[r][w][t] = 0.0f;
+    // Decode's residuals, loaded once the activations are staged rather than
+    // after the walk, where the stores waited on them.
+    float residual[kRows][kTile];
+    const bool loads_residual = kDecode && kEpilogue == kEpilogueResidualAdd && active && lane == 0 && slice == 0;
 
     for (int c0 = 0; c0 < p.k; c0 += p.chunk) {
       const int len = min(p.chunk, p.k - c0);
       if (round == 0) {  // later rounds reuse the one staged chunk
+        if (c0 == 0) WaitForPrevious();  // (every thread of the block passes here)
         __syncthreads();  // the previous chunk's readers are done; 1/rms is ready
         if (prestaged) {
           CopyPrestaged(p.prestaged, len, xs, xstride);
@@ -549,6 +559,14 @@ __device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
           StageTokens<kTile, kNorm>(p, t0, tiles, c0, len, inv_rms, int8, xs, xstride, sums, sstride);
         }
         __syncthreads();
+      }
+      if (c0 == 0 && loads_residual) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int t = 0; t < kTile; ++t) {
+            residual[r][t] = p.residual[static_cast<long long>(t0 + t) * p.n[0] + min(out_row[r], p.n[0] - 1)];
+          }
       }
       if (!active) continue;
       if constexpr (Lane::kInt8) {
@@ -616,9 +634,9 @@ __device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
         stores = stores && slice == 0;
       }
       if constexpr (kTile == 1) {
-        stores = stores && *p.rows >= 1;
+        stores = stores && step_rows >= 1;
       } else {
-        tiles = min(tiles, *p.rows);
+        tiles = min(tiles, step_rows);
       }
     }
     if (stores) {
@@ -633,7 +651,7 @@ __device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
           const long long at = static_cast<long long>(t0 + t) * width + out_row[r];
           float v = acc[r][0][t];
           if constexpr (kEpilogue == kEpilogueSiluMul) v = Silu(acc[r][0][t]) * acc[r][kParts - 1][t];
-          if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + p.residual[at];
+          if constexpr (kEpilogue == kEpilogueResidualAdd) v = v + (kDecode ? residual[r][t] : p.residual[at]);
           y[at] = v;
         }
       }
