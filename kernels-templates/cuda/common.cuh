@@ -13,7 +13,9 @@ using namespace cuda_abi;
 // ends, so every kernel calls WaitForPrevious before it reads or writes
 // anything another launch touches (activations, KV, counters), on every path
 // of every block: then a grid's completion still implies its predecessors'.
-// Only reads of what no launch writes (weights) may come before it.
+// Only reads of what no launch writes may come before it: weights, and the
+// step's inputs (counts, positions, block tables), copied before the graph's
+// first launch started.
 // LetNextLaunch lets the next launch's blocks take the SM slots that this
 // launch's blocks leave; kernels call it once their blocks have issued
 // their last weight loads (a kernel that never calls it lets the next one

@@ -179,7 +179,8 @@ class CudaExecutor final : public Executor {
   // bucket's graph; returns the bucket. Nothing waits for the device.
   absl::StatusOr<size_t> LaunchStep(const StepBatch& batch);
   absl::Status RecordLaunch(size_t launch_index, size_t bucket);
-  // One kernel launch into the stream (being captured).
+  // One kernel launch into the stream (being captured), as a programmatic
+  // dependent launch where pdl_ says so.
   absl::Status Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned block, unsigned smem, void* params);
 
   Plan plan_;
