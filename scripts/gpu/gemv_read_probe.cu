@@ -321,49 +321,26 @@ int main(int argc, char** argv) {
     int blocks;
     const Args a = ArgsFor(l, buf, sms, out, &blocks);
     const double bytes = static_cast<double>(BytesOf(l));
-    struct Variant {
-      const char* name;
-      int grid;
-    };
-    const Variant variants[] = {{"kernel order", blocks},
-                                {"kernel order, 1 step", blocks},
-                                {"kernel order, 2 steps", blocks},
-                                {"rows whole", blocks},
-                                {"linear", 8 * sms}};
+    // The row-order variants (one weight a row, or gate and up), then linear.
+    // "kernel order" is matmul_kernel's: two steps in flight for one weight
+    // a row, one for two.
+    using Kernel = void (*)(Args);
+    const bool two = l.parts == 2;
+    const Kernel kernels[] = {two ? kernel_order<2, 1> : kernel_order<1, 2>,
+                              two ? kernel_order<2, 1> : kernel_order<1, 1>,
+                              two ? kernel_order<2, 2> : kernel_order<1, 2>, two ? kernel_rows<2> : kernel_rows<1>};
+    const char* names[] = {"kernel order", "kernel order, 1 step", "kernel order, 2 steps", "rows whole", "linear"};
     for (int v = 0; v < 5; ++v) {
+      const int grid = v < 4 ? blocks : 8 * sms;
       std::vector<float> ms;
       for (int rep = 0; rep < reps; ++rep) {
         flush_kernel<<<4 * sms, 256>>>(flush, flush16, out);
         CHECK(cudaEventRecord(start));
-        const bool two = l.parts == 2;
-        switch (v) {
-          case 0:  // as matmul_kernel: two steps in flight for one weight a row, one for two
-            if (two)
-              kernel_order<2, 1><<<blocks, kThreads>>>(a);
-            else
-              kernel_order<1, 2><<<blocks, kThreads>>>(a);
-            break;
-          case 1:
-            if (two)
-              kernel_order<2, 1><<<blocks, kThreads>>>(a);
-            else
-              kernel_order<1, 1><<<blocks, kThreads>>>(a);
-            break;
-          case 2:
-            if (two)
-              kernel_order<2, 2><<<blocks, kThreads>>>(a);
-            else
-              kernel_order<1, 2><<<blocks, kThreads>>>(a);
-            break;
-          case 3:
-            if (two)
-              kernel_rows<2><<<blocks, kThreads>>>(a);
-            else
-              kernel_rows<1><<<blocks, kThreads>>>(a);
-            break;
-          default:
-            kernel_linear<<<8 * sms, kThreads>>>(reinterpret_cast<const uint4*>(buf),
-                                                 static_cast<long long>(bytes) / 16, out);
+        if (v < 4) {
+          kernels[v]<<<grid, kThreads>>>(a);
+        } else {
+          kernel_linear<<<grid, kThreads>>>(reinterpret_cast<const uint4*>(buf), static_cast<long long>(bytes) / 16,
+                                            out);
         }
         CHECK(cudaEventRecord(stop));
         CHECK(cudaEventSynchronize(stop));
@@ -375,7 +352,7 @@ int main(int argc, char** argv) {
       std::sort(ms.begin(), ms.end());
       const double med = ms[ms.size() / 2] * 1e-3;
       std::printf("%-8s %-22s grid %4d ksplit %d  %6.2f MB  median %7.2f us (min %7.2f)  %6.0f GB/s\n", l.name,
-                  variants[v].name, variants[v].grid, a.ksplit, bytes / 1e6, med * 1e6, ms[0] * 1e3, bytes / med / 1e9);
+                  names[v], grid, a.ksplit, bytes / 1e6, med * 1e6, ms[0] * 1e3, bytes / med / 1e9);
     }
   }
   return 0;
