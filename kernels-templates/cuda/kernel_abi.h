@@ -25,6 +25,8 @@ struct StepCounts {
 
 // Epilogues of the weight-times-activation kernels.
 enum Epilogue : int { kEpilogueNone = 0, kEpilogueSiluMul = 1, kEpilogueResidualAdd = 2 };
+// Weights a launch's output reads per row: gate and up for silu_mul, else one.
+KILN_ABI_FN int EpilogueParts(int epilogue) { return epilogue == kEpilogueSiluMul ? 2 : 1; }
 
 // Up to this many weights share one matmul launch (q, k, v).
 constexpr int kMaxFusedWeights = 3;

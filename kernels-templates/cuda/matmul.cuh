@@ -467,7 +467,7 @@ __device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
   // where K is a multiple of 256; activations staged as int8 then.
   constexpr bool kInt8Decode = kDecode && Int8LaneOf<S>::kHas;
   const bool int8 = Lane::kInt8 || (kInt8Decode && p.k % 256 == 0);
-  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
+  constexpr int kParts = EpilogueParts(kEpilogue);
   extern __shared__ float4 staged4[];
   float* xs = reinterpret_cast<float*>(staged4);
   __shared__ float inv_rms[kTile];

@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(256) dequantize_f16_kernel(DequantizeParams p)
 template <int kEpilogue>
 __global__ void __launch_bounds__(256, 2) matmul_f16_tc_kernel(MatmulParams p) {
   WaitForPrevious();
-  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
+  constexpr int kParts = EpilogueParts(kEpilogue);
   constexpr int kOutputs = kGemmN / kParts;  // outputs per block
   constexpr int kStageHalves = (kGemmM + kGemmN) * kGemmStride;
   const int rows = *p.rows;

@@ -110,7 +110,7 @@ __device__ __forceinline__ void WgmmaStart(float (&d)[64], int steps, CopyStage 
 template <int kEpilogue>
 __device__ __forceinline__ void WgmmaStoreTile(const MatmulParams& p, const float (&d)[64], int rows, int token0,
                                                int tile, int slice) {
-  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
+  constexpr int kParts = EpilogueParts(kEpilogue);
   constexpr int kOutputs = kGemmN / kParts;
   const int w = (threadIdx.x % 128) / 32, g = (threadIdx.x % 32) / 4, q = threadIdx.x % 4;
   if (tile * kOutputs >= p.total_n) return;  // a block's second tile past the last
@@ -149,7 +149,7 @@ template <int kEpilogue>
 __global__ void __launch_bounds__(256, 2) matmul_f16_wgmma_kernel(MatmulParams p) {
   WaitForPrevious();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
+  constexpr int kParts = EpilogueParts(kEpilogue);
   constexpr int kOutputs = kGemmN / kParts;
   constexpr int kStageBytes = 2 * kWgmmaOperandBytes;
   static_assert(kWgmmaStages * kStageBytes + kWgmmaAtomBytes == WgmmaSmemBytes(), "the host sizes the ring");

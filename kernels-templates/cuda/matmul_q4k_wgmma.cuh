@@ -53,7 +53,7 @@ template <int kEpilogue>
 __global__ void __launch_bounds__(256, 2) matmul_q4k_wgmma_kernel(MatmulParams p) {
   WaitForPrevious();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
+  constexpr int kParts = EpilogueParts(kEpilogue);
   constexpr int kOutputs = kGemmN / kParts;
   constexpr int kATileBytes = kQ4KWgmmaTokens * kWgmmaK * 2;  // 64 tokens x 64 halves (8 KB)
   constexpr int kBTileBytes = kGemmN * kWgmmaK * 2;           // one warpgroup's 128 rows (16 KB)

@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamBlocksPerSm) matmul_str
   constexpr int kSliceBytes = StreamSliceBytes(S::kBlockElems, S::kBlockBytes), kStageBytes = kSlices * kSliceBytes;
   constexpr int kMine = kSlices / kMatmulWarps;  // slices per consumer warp
   constexpr int kSteps = kChunk / Stream::kStepElems;
-  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
+  constexpr int kParts = EpilogueParts(kEpilogue);
   constexpr int kOutputs = kSlices / kParts;  // outputs per row group
   static_assert(kSlices <= 32 && kMine % 2 == 0 && kChunk % Stream::kStepElems == 0, "the ring's shape");
   extern __shared__ float4 stream_smem[];

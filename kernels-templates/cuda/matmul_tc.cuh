@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(256) activations_f16_kernel(ActivationsF16Para
 template <class S, int kEpilogue>
 __global__ void __launch_bounds__(256) matmul_tc_kernel(MatmulParams p) {
   WaitForPrevious();
-  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
+  constexpr int kParts = EpilogueParts(kEpilogue);
   const int rows = *p.rows;
   const int t0 = blockIdx.y * kTcM;
   if (t0 >= rows) return;

@@ -185,7 +185,7 @@ __device__ __forceinline__ TileInt8Scales UnpackTileInt8Scales(const uint4& h) {
 template <class S, int kEpilogue, int kTokenTiles>
 __device__ __forceinline__ void TileInt8Tokens(const MatmulParams& p, int rows, int t0) {
   static_assert(S::kBlockElems == 256 && S::kBlockBytes == 144, "q4_K only");
-  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
+  constexpr int kParts = EpilogueParts(kEpilogue);
   constexpr int kT = kTokenTiles;
   const int groups = p.tile_row_tiles, slices = kTileInt8Warps / groups;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;

@@ -198,7 +198,7 @@ __device__ __forceinline__ void TileSpan(const unsigned char* const (&wrow)[2 * 
 // Tokens t0 .. t0 + 7 of the block's kTileTcRows outputs.
 template <class S, int kEpilogue>
 __device__ __forceinline__ void TileTcTokens(const MatmulParams& p, int rows, int t0) {
-  constexpr int kParts = kEpilogue == kEpilogueSiluMul ? 2 : 1;
+  constexpr int kParts = EpilogueParts(kEpilogue);
   constexpr int kHalfRows = 2 * kTileTcTiles;  // this thread's rows: g and g + 8 of each 16-row tile
   const int n0 = blockIdx.x * kTileTcRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;

@@ -136,6 +136,8 @@ class CudaExecutor final : public Executor {
   // matmul_kernel decode over q4_K reading that output, with no norm and
   // the whole of K in one staged chunk, and the output is whole runs of 256.
   bool PrestagesNext(size_t li, size_t bucket) const;
+  // The weight bound to `role` of launch l, or null.
+  const DeviceWeight* LaunchWeight(const PlanLaunch& l, const std::string& role) const;
   // Whether matmul call `c` of launch `li` runs matmul_f16_tc_kernel in
   // `bucket`: buckets of kTensorCoreMinBucket tokens and more, K a multiple
   // of kGemmK, and not over the logit rows (few rows; decoding a 128k-row
@@ -335,18 +337,21 @@ bool CudaExecutor::PrestagesNext(size_t li, size_t bucket) const {
       in->kind != PlanBinding::Kind::kArena || out->arena[bucket] != in->arena[bucket]) {
     return false;
   }
-  auto first_weight = [&](const PlanLaunch& l, const KernelCall& c) -> const DeviceWeight* {
-    const PlanBinding* w =
-        l.Find(l.op == "fused_matmul" ? absl::StrCat("weight", c.weights[0]) : std::string("weight"));
-    if (w == nullptr) return nullptr;
-    auto it = weights_.find(w->name);
-    return it == weights_.end() ? nullptr : &it->second;
+  auto first_weight = [&](const PlanLaunch& l, const KernelCall& c) {
+    return LaunchWeight(l, l.op == "fused_matmul" ? absl::StrCat("weight", c.weights[0]) : std::string("weight"));
   };
   const DeviceWeight* wa = first_weight(from, a.call);
   const DeviceWeight* wb = first_weight(to, b.call);
   if (wa == nullptr || wb == nullptr || wa->storage != "q4_K" || wb->storage != "q4_K") return false;
   const int64_t n = wa->rows, k = wb->cols;
   return n == k && k % 256 == 0 && MatmulChunk(static_cast<int>(k), 1) >= k;
+}
+
+const CudaExecutor::DeviceWeight* CudaExecutor::LaunchWeight(const PlanLaunch& l, const std::string& role) const {
+  const PlanBinding* b = l.Find(role);
+  if (b == nullptr || b->kind != PlanBinding::Kind::kWeight) return nullptr;
+  auto it = weights_.find(b->name);
+  return it == weights_.end() ? nullptr : &it->second;
 }
 
 // Which launches run over the R logit rows: the CPU backend's rule (an
@@ -809,12 +814,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
     if (b == nullptr || b->kind != PlanBinding::Kind::kArena) return nullptr;
     return reinterpret_cast<float*>(arena_ + b->arena[bucket]);
   };
-  auto weight = [&](const std::string& role) -> const DeviceWeight* {
-    const PlanBinding* b = l.Find(role);
-    if (b == nullptr || b->kind != PlanBinding::Kind::kWeight) return nullptr;
-    auto it = weights_.find(b->name);
-    return it == weights_.end() ? nullptr : &it->second;
-  };
+  auto weight = [&](const std::string& role) { return LaunchWeight(l, role); };
   auto input = [&](int64_t at) { return reinterpret_cast<const int*>(inputs_ + at * sizeof(int32_t)); };
   auto launch = [&](CUfunction f, unsigned gx, unsigned gy, unsigned block, unsigned smem, void* params) {
     return Launch(f, gx, gy, 1, block, smem, params);
@@ -1211,13 +1211,12 @@ absl::StatusOr<DequantizeParams> CudaExecutor::DequantizeParamsOf(const PlanLaun
   dp.num_weights = static_cast<int>(c.weights.size());
   dp.y = y;
   for (size_t i = 0; i < c.weights.size(); ++i) {
-    const PlanBinding* b = l.Find(fused ? absl::StrCat("weight", c.weights[i]) : std::string("weight"));
-    auto it = b != nullptr && b->kind == PlanBinding::Kind::kWeight ? weights_.find(b->name) : weights_.end();
-    if (it == weights_.end()) return LaunchError(l, absl::StrCat("missing weight", c.weights[i]));
-    dp.w[i] = reinterpret_cast<const unsigned char*>(it->second.ptr);
-    dp.n[i] = static_cast<int>(it->second.rows);
-    dp.row_bytes = static_cast<long long>(it->second.row_bytes);
-    dp.k = static_cast<int>(it->second.cols);
+    const DeviceWeight* w = LaunchWeight(l, fused ? absl::StrCat("weight", c.weights[i]) : std::string("weight"));
+    if (w == nullptr) return LaunchError(l, absl::StrCat("missing weight", c.weights[i]));
+    dp.w[i] = reinterpret_cast<const unsigned char*>(w->ptr);
+    dp.n[i] = static_cast<int>(w->rows);
+    dp.row_bytes = static_cast<long long>(w->row_bytes);
+    dp.k = static_cast<int>(w->cols);
   }
   return dp;
 }
