@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Runs HERE (after prepare.sh): stages knockout builds of the 8B q4_K decode
+# step for scripts/gpu/ab.sh, to map its critical path. A knockout is a copy
+# of the CUDA templates with one part of the one-token kernels removed (the
+# results are garbage; the timing is what it measures): the step's time
+# without that part, against the main line's in the same call, bounds what
+# any change to the part can give. Each goes to .gpu/k<NAME>/ as the
+# artifact plus a kiln that runs .gpu/bin/kiln, so ab.sh's @DIR settings
+# take them:
+#
+#   bash scripts/gpu/knockouts.sh [NAME...]          # here; default: all
+#   bash scripts/gpu/ab.sh -r 2 - @.gpu/kwalk ... -- --backend cuda --prompt 512 --gen 64 --repeats 1   # there
+#
+# NAME: walk (the decode matmuls' weight loads and dots), prologue (their
+# activation staging), attention (the decode attention after its wait),
+# merge (attention's merge of context slices), slices (attention's loop over
+# positions), chain (walk, prologue, attention and the down projection's
+# prestaging: what is left is launches, waits, setup and stores), waits (the
+# decode matmuls and attention reduced to their wait: launch boundaries).
+# An edit that no longer matches the templates stops the script.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+kiln=${KILN_BUILD_DIR:-$root/build}/tools/kiln/kiln
+model=${KILN_KNOCKOUT_MODEL:-$HOME/.cache/kiln/synth/llama3-8b-q4_k.gguf}
+[ -x "$kiln" ] || { echo "knockouts: no $kiln (build the full kiln first)" >&2; exit 1; }
+[ -d "$root/.gpu/bin" ] || { echo "knockouts: run scripts/gpu/prepare.sh first" >&2; exit 1; }
+[ -f "$model" ] || "$kiln" synth --preset llama3-8b --type q4_k -o "$model" >/dev/null
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=(walk prologue attention merge slices chain waits)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for name in "${names[@]}"; do
+  rm -rf "$work/t" && cp -r "$root/kernels-templates" "$work/t"
+  python3 - "$work/t/cuda" "$name" <<'EOF'
+import sys
+d, name = sys.argv[1], sys.argv[2]
+edits = {
+    'walk': [('matmul.cuh', '      if (!active) continue;', '      if (!active || kDecode) continue;')],
+    'prologue': [('matmul.cuh', '        if (prestaged) {\n          CopyPrestaged',
+                  '        if (kDecode) {\n        } else if (prestaged) {\n          CopyPrestaged')],
+    'attention': [('attention.cuh', '  PrefetchFirstRows<kD>(p);\n  WaitForPrevious();',
+                   '  PrefetchFirstRows<kD>(p);\n  WaitForPrevious();\n  LetNextLaunch();\n  if (p.append) return;')],
+    'merge': [('attention.cuh', '  __syncthreads();\n  if (!last) return;', '  __syncthreads();\n  return;')],
+    'slices': [('attention.cuh', 'j0 < end; j0 += kAttnPositions * kAttnWarps', 'j0 < begin; j0 += kAttnPositions * kAttnWarps')],
+    'stage': [('matmul.cuh', '    if (p.stage_image != nullptr) {', '    if (!kDecode && p.stage_image != nullptr) {')],
+    'waits': [('matmul.cuh', '  if constexpr (kDecode) PrefetchFirstSteps',
+               '  if constexpr (kDecode) {\n    WaitForPrevious();\n    LetNextLaunch();\n    return;\n  }\n'
+               '  if constexpr (kDecode) PrefetchFirstSteps')],
+}
+edits['chain'] = edits['walk'] + edits['prologue'] + edits['attention'] + edits['stage']
+edits['waits'] = edits['waits'] + edits['attention']
+if name not in edits:
+    sys.exit('knockouts: unknown knockout ' + name)
+for f, old, new in edits[name]:
+    p = d + '/' + f
+    s = open(p).read()
+    if s.count(old) != 1:
+        sys.exit('knockouts: %s: the edit of %s no longer matches the templates' % (name, f))
+    open(p, 'w').write(s.replace(old, new))
+EOF
+  out=$root/.gpu/k$name
+  rm -rf "$out" "$work/a" && mkdir -p "$out" "$work/a/artifacts"
+  KILN_KERNEL_TEMPLATES="$work/t" "$kiln" compile "$model" --program-only --target cuda:sm_90 \
+    -o "$work/a/artifacts/llama3-8b-q4_k.prog.kiln" >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
+  (cd "$work/a" && tar -cJf "$out/artifacts.tar.xz" artifacts)
+  printf '#!/bin/sh\nexec "$(dirname "$0")/../bin/kiln" "$@"\n' >"$out/kiln"
+  chmod +x "$out/kiln"
+  echo "knockouts: .gpu/k$name"
+done
