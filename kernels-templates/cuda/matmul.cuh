@@ -27,6 +27,15 @@ __device__ __forceinline__ T Pick(const T (&a)[kMaxFusedWeights], int i) {
   return i == 0 ? a[0] : i == 1 ? a[1] : a[2];
 }
 
+// Row `row` of the launch's weight `weight`, and of that weight's q4_K
+// scale table.
+__device__ __forceinline__ const unsigned char* WeightRow(const MatmulParams& p, int weight, long long row) {
+  return Pick(p.w, weight) + row * p.row_bytes;
+}
+__device__ __forceinline__ const unsigned char* TableRow(const MatmulParams& p, int weight, long long row) {
+  return Pick(p.tables, weight) + row * Q4KTableRowBytes(p.k);
+}
+
 // Output row n of a launch (epilogue none: the rows of all its weights, in
 // order): the weight it belongs to and its row there.
 template <int kEpilogue>
@@ -72,7 +81,7 @@ __device__ __forceinline__ const unsigned char* TileWeightBytes(const MatmulPara
   int wi = 0, n = 0;
   if (*ok) WeightRowOf<kEpilogue>(p, out, &wi, &n);
   if constexpr (kPair) wi = r / (kGemmN / 2);
-  return Pick(p.w, wi) + static_cast<long long>(n) * p.row_bytes;
+  return WeightRow(p, wi, n);
 }
 // TileWeightBytes of f16 rows.
 template <int kEpilogue>
@@ -446,11 +455,8 @@ __device__ __forceinline__ void PrefetchFirstSteps(const MatmulParams& p, int wa
       WeightRowOf<kEpilogue>(p, min(first + r, p.total_n - 1), &wi, &n);
 #pragma unroll
       for (int w = 0; w < kParts; ++w) {
-        PrefetchL2(Pick(p.w, wi + w) + n * p.row_bytes + e * p.row_bytes / p.k);
-        if constexpr (kTable) {
-          const long long table_bytes = Q4KTableRowBytes(p.k);
-          PrefetchL2(Pick(p.tables, wi + w) + n * table_bytes + e * table_bytes / p.k);
-        }
+        PrefetchL2(WeightRow(p, wi + w, n) + e * p.row_bytes / p.k);
+        if constexpr (kTable) PrefetchL2(TableRow(p, wi + w, n) + e * Q4KTableRowBytes(p.k) / p.k);
       }
     }
   }
@@ -530,8 +536,8 @@ __device__ __forceinline__ void MatmulRows(const MatmulParams& p) {
       WeightRowOf<kEpilogue>(p, min(first + r, p.total_n - 1), &out_weight[r], &out_row[r]);
 #pragma unroll
       for (int w = 0; w < kParts; ++w) {
-        weight_rows[r][w] = Pick(p.w, out_weight[r] + w) + static_cast<long long>(out_row[r]) * p.row_bytes;
-        table_rows[r][w] = kTable ? Pick(p.tables, out_weight[r] + w) + out_row[r] * Q4KTableRowBytes(p.k) : nullptr;
+        weight_rows[r][w] = WeightRow(p, out_weight[r] + w, out_row[r]);
+        table_rows[r][w] = kTable ? TableRow(p, out_weight[r] + w, out_row[r]) : nullptr;
       }
     }
     float acc[kRows][kParts][kTile];

@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamBlocksPerSm) matmul_str
       if (copies) {
         int wi, row;
         WeightRowOf<kEpilogue>(p, out, &wi, &row);
-        const unsigned char* src = Pick(p.w, wi + lane % kParts) + static_cast<long long>(row) * p.row_bytes +
+        const unsigned char* src = WeightRow(p, wi + lane % kParts, row) +
                                    c0 / S::kBlockElems * S::kBlockBytes;
         BulkCopy(SharedAddress(ring + (j % kStages) * kStageBytes + lane * kSliceBytes), src, bytes, bar);
       }

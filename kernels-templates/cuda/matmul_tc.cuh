@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(256) matmul_tc_kernel(MatmulParams p) {
     const bool valid = n0 + load_row < p.total_n;
 #pragma unroll
     for (int w = 0; w < kParts; ++w) {
-      wrow[w] = valid ? Pick(p.w, wi + w) + static_cast<long long>(n) * p.row_bytes : nullptr;
+      wrow[w] = valid ? WeightRow(p, wi + w, n) : nullptr;
     }
   }
   const unsigned short* xrow[2];

@@ -199,7 +199,7 @@ __device__ __forceinline__ void TileInt8Tokens(const MatmulParams& p, int rows, 
     int weight, row;
     WeightRowOf<kEpilogue>(p, min(tile_n0 + 8 * h + g, p.total_n - 1), &weight, &row);
 #pragma unroll
-    for (int w = 0; w < kParts; ++w) wrow[h][w] = Pick(p.w, weight + w) + static_cast<long long>(row) * p.row_bytes;
+    for (int w = 0; w < kParts; ++w) wrow[h][w] = WeightRow(p, weight + w, row);
   }
   // Per token tile: token g's codes and sums (the B fragments), the scales
   // of tokens 2q and 2q + 1 (the C fragment's columns). Past the step's

@@ -212,7 +212,7 @@ __device__ __forceinline__ void TileTcTokens(const MatmulParams& p, int rows, in
     int weight, row;
     WeightRowOf<kEpilogue>(p, min(n0 + g + 8 * r, p.total_n - 1), &weight, &row);
 #pragma unroll
-    for (int w = 0; w < kParts; ++w) wrow[r][w] = Pick(p.w, weight + w) + static_cast<long long>(row) * p.row_bytes;
+    for (int w = 0; w < kParts; ++w) wrow[r][w] = WeightRow(p, weight + w, row);
   }
   // Token g's activations (B fragments); past the step's rows, zeros.
   const int token = t0 + g;
