@@ -260,19 +260,9 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
     for (int w = 0; w < kAttnWarps; ++w) acc += warp_o[w][d] * scale_w[w];
     part[2 + d] = acc;
   }
-  // The last slice to get here merges: its partial writes are made visible
-  // before the count, and the others' are read past L1 (__ldcg).
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
+  // The last slice to get here merges.
   const int used = (n + slice - 1) / slice;
-  if (threadIdx.x == 0) {
-    last = atomicAdd(p.split_done + th, 1u) == static_cast<unsigned>(used - 1);
-    if (last) p.split_done[th] = 0;  // ready for the next step (the graph replays)
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!LastBlockToCount(p.split_done + th, used)) return;
   const float* parts = p.partials + th * p.splits * (kD + 2);
   float m_merged = -__int_as_float(0x7f800000);
   for (int sp = 0; sp < used; ++sp) m_merged = fmaxf(m_merged, __ldcg(parts + sp * (kD + 2)));

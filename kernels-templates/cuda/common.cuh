@@ -30,6 +30,26 @@ __device__ __forceinline__ void LetNextLaunch() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+// Whether this block is the last of `expected` to count at `counter` (the
+// last resets it: the graph replays), with every counted block's stores
+// visible to it (read them past L1: __ldcg). The threads meet at a barrier,
+// then one of them fences (cumulative over what the barrier ordered before
+// it) and counts, as cooperative groups' grid sync does: one fence a block,
+// not one a warp. Call it from every thread of the block.
+__device__ __forceinline__ bool LastBlockToCount(unsigned* counter, unsigned expected) {
+  __shared__ bool last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(counter, 1u) == expected - 1;
+    if (last) {
+      *counter = 0;
+      __threadfence();
+    }
+  }
+  __syncthreads();
+  return last;
+}
 __device__ __forceinline__ void PrefetchL2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 __device__ __forceinline__ float WarpSum(float v) {

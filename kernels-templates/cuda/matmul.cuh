@@ -403,15 +403,8 @@ __device__ __forceinline__ void WalkChunkInt8(const unsigned char* const (&weigh
 // outputs stages the run into p.stage_image as StageTokens would for a
 // launch that reads them (no norm), and resets the run's count.
 __device__ __forceinline__ void StageRunOnce(const MatmulParams& p, int base, int per) {
-  __shared__ int last;
-  __threadfence();  // this thread's stores, before the count says they are there
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    last = base < p.total_n && atomicAdd(&p.stage_counts[base / 256], 1u) == static_cast<unsigned>(256 / per - 1);
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  // base is the block's: its threads all count or all leave.
+  if (base >= p.total_n || !LastBlockToCount(&p.stage_counts[base / 256], 256 / per)) return;
   const int run = base / 256 * 256, xstride = MatmulPaddedLen(p.total_n);
   if (threadIdx.x < 64) {  // two whole warps: StageInt8's groups of eight lanes
     const int i = run + 4 * threadIdx.x;
@@ -419,7 +412,6 @@ __device__ __forceinline__ void StageRunOnce(const MatmulParams& p, int base, in
     const float v[4] = {a.x, a.y, a.z, a.w};
     StageInt8(v, i, p.total_n, p.stage_image, xstride, p.stage_image + xstride);
   }
-  if (threadIdx.x == 0) p.stage_counts[base / 256] = 0;
 }
 
 // What StageTokens writes for one token over an int8 lane (codes, scales,

@@ -15,7 +15,9 @@
 # activation staging), attention (the decode attention after its wait),
 # merge (attention's merge of context slices), slices (attention's loop over
 # positions), query (attention's read and rotation of q), append (its write
-# of the step's K/V rows to the pool), chain (walk, prologue, attention and the down projection's
+# of the step's K/V rows to the pool), tail (all of attention after its K/V
+# loop: the warps' merge, the partial writes, the count and the merge of
+# slices), chain (walk, prologue, attention and the down projection's
 # prestaging: what is left is launches, waits, setup and stores), waits (the
 # decode matmuls and attention reduced to their wait: launch boundaries).
 # An edit that no longer matches the templates stops the script.
@@ -27,7 +29,7 @@ model=${KILN_KNOCKOUT_MODEL:-$HOME/.cache/kiln/synth/llama3-8b-q4_k.gguf}
 [ -d "$root/.gpu/bin" ] || { echo "knockouts: run scripts/gpu/prepare.sh first" >&2; exit 1; }
 [ -f "$model" ] || "$kiln" synth --preset llama3-8b --type q4_k -o "$model" >/dev/null
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(walk prologue attention merge slices query append chain waits)
+[ ${#names[@]} -gt 0 ] || names=(walk prologue attention merge slices query append tail chain waits)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for name in "${names[@]}"; do
@@ -39,12 +41,14 @@ edits = {
     'walk': [('matmul.cuh', '      if (!active) continue;', '      if (!active || kDecode) continue;')],
     'prologue': [('matmul.cuh', '        if (prestaged) {\n          CopyPrestaged',
                   '        if (kDecode) {\n        } else if (prestaged) {\n          CopyPrestaged')],
-    'attention': [('attention.cuh', '  PrefetchFirstRows<kD>(p);\n  WaitForPrevious();',
-                   '  PrefetchFirstRows<kD>(p);\n  WaitForPrevious();\n  LetNextLaunch();\n  if (p.append) return;')],
+    'attention': [('attention.cuh', '  WaitForPrevious();\n  const int t = blockIdx.x, h = blockIdx.y, split',
+                   '  WaitForPrevious();\n  LetNextLaunch();\n  if (p.append) return;\n  const int t = blockIdx.x, h = blockIdx.y, split')],
     'merge': [('attention.cuh', '  __syncthreads();\n  if (!last) return;', '  __syncthreads();\n  return;')],
     'slices': [('attention.cuh', 'j0 < end; j0 += kAttnPositions * kAttnWarps', 'j0 < begin; j0 += kAttnPositions * kAttnWarps')],
     'query': [('attention.cuh', '    q[d] = (p.use_rope ? RopeElement(p.rope, qsrc, d, pos) : qsrc[d]) * p.scale;',
                '    q[d] = p.scale;')],
+    'tail': [('attention.cuh', '  LetNextLaunch();  // the block\'s K/V loads are done\n',
+              '  LetNextLaunch();  // the block\'s K/V loads are done\n  return;\n')],
     'append': [('attention.cuh', '  if (p.append && pos < end && h %', '  if (false && p.append && pos < end && h %')],
     'stage': [('matmul.cuh', '    if (p.stage_image != nullptr) {', '    if (!kDecode && p.stage_image != nullptr) {')],
     'waits': [('matmul.cuh', '  if constexpr (kDecode) PrefetchFirstSteps',
