@@ -263,18 +263,34 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   // The last slice to get here merges.
   const int used = (n + slice - 1) / slice;
   if (!LastBlockToCount(p.split_done + th, used)) return;
+  // Every slice's (max, sum) and this thread's first output dim loaded at
+  // once: one round trip to L2, not one per pass.
   const float* parts = p.partials + th * p.splits * (kD + 2);
-  float m_merged = -__int_as_float(0x7f800000);
-  for (int sp = 0; sp < used; ++sp) m_merged = fmaxf(m_merged, __ldcg(parts + sp * (kD + 2)));
+  float ms[kDecodeSplits], ls[kDecodeSplits], os[kDecodeSplits];
+  const int d0 = threadIdx.x;
+#pragma unroll
+  for (int sp = 0; sp < kDecodeSplits; ++sp) {
+    const bool in = sp < used;
+    ms[sp] = in ? __ldcg(parts + sp * (kD + 2)) : -__int_as_float(0x7f800000);
+    ls[sp] = in ? __ldcg(parts + sp * (kD + 2) + 1) : 0.0f;
+    os[sp] = in && d0 < kD ? __ldcg(parts + sp * (kD + 2) + 2 + d0) : 0.0f;
+  }
+  float m_merged = ms[0];
+#pragma unroll
+  for (int sp = 1; sp < kDecodeSplits; ++sp) m_merged = fmaxf(m_merged, ms[sp]);
   float l_merged = 0.0f;
-  for (int sp = 0; sp < used; ++sp) {
-    l_merged += __ldcg(parts + sp * (kD + 2) + 1) * expf(__ldcg(parts + sp * (kD + 2)) - m_merged);
+#pragma unroll
+  for (int sp = 0; sp < kDecodeSplits; ++sp) {
+    ms[sp] = sp < used ? expf(ms[sp] - m_merged) : 0.0f;  // now each slice's weight
+    l_merged += ls[sp] * ms[sp];
   }
   float* y = p.y + th * kD;
-  for (int d = threadIdx.x; d < kD; d += blockDim.x) {
+  for (int d = d0; d < kD; d += blockDim.x) {
     float acc = 0.0f;
-    for (int sp = 0; sp < used; ++sp) {
-      acc += __ldcg(parts + sp * (kD + 2) + 2 + d) * expf(__ldcg(parts + sp * (kD + 2)) - m_merged);
+#pragma unroll
+    for (int sp = 0; sp < kDecodeSplits; ++sp) {
+      const float o = d == d0 ? os[sp] : sp < used ? __ldcg(parts + sp * (kD + 2) + 2 + d) : 0.0f;
+      acc = fmaf(o, ms[sp], acc);
     }
     y[d] = acc / l_merged;
   }

@@ -33,19 +33,18 @@ __device__ __forceinline__ void LetNextLaunch() {
 // Whether this block is the last of `expected` to count at `counter` (the
 // last resets it: the graph replays), with every counted block's stores
 // visible to it (read them past L1: __ldcg). The threads meet at a barrier,
-// then one of them fences (cumulative over what the barrier ordered before
-// it) and counts, as cooperative groups' grid sync does: one fence a block,
-// not one a warp. Call it from every thread of the block.
+// then one of them counts with an acquire-release atomic, which orders what
+// the barrier ordered before it (a block's stores) before the count, and the
+// counted blocks' stores before what follows the second barrier: one memory
+// operation a block, no fence.
 __device__ __forceinline__ bool LastBlockToCount(unsigned* counter, unsigned expected) {
   __shared__ bool last;
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence();
-    last = atomicAdd(counter, 1u) == expected - 1;
-    if (last) {
-      *counter = 0;
-      __threadfence();
-    }
+    unsigned before;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(counter) : "memory");
+    last = before == expected - 1;
+    if (last) *counter = 0;
   }
   __syncthreads();
   return last;

@@ -343,6 +343,9 @@ struct PagePoolView {
   int head_dim;
 };
 
+// The most context slices of a decode attention (AttentionParams::splits).
+constexpr int kDecodeSplits = 16;
+
 struct AttentionParams {
   const float* q;  // [T, num_heads * head_dim]
   const float* k;  // [T, kv_heads * head_dim]
