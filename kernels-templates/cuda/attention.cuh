@@ -70,46 +70,45 @@ __global__ void __launch_bounds__(128) kv_append_kernel(AttentionParams p) {
 }
 
 // Steps without prefill tiles: asks L2 for the K and V rows from earlier
-// steps that this warp reads first, before attention_kernel waits for the
-// launch before it (which writes only this step's rows). A lane a 128-byte
-// line: 4 positions x (K, V) x 4 lines of a 128-float row. Reads only the
-// step's inputs, which the graph's first launch already waited for.
+// steps (before `first_pos`) that this warp reads first, before
+// attention_kernel waits for the launch before it (which writes only this
+// step's rows). A lane a 128-byte line: 4 positions x (K, V) x 4 lines of a
+// 128-float row.
 template <int kD>
-__device__ __forceinline__ void PrefetchFirstRows(const AttentionParams& p) {
-  if (!p.append) return;
-  const int t = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+__device__ __forceinline__ void PrefetchFirstRows(const AttentionParams& p, const int* table, int kv_head, int begin,
+                                                  int end, int first_pos) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int u = lane / 8, piece = lane % 8;
-  if ((piece % 4) * 32 >= kD) return;
-  const StepCounts counts = *p.counts;
-  if (t >= counts.tokens) return;
-  const int n = p.positions[t] + 1, slice = SliceOf(n, p.splits), begin = blockIdx.z * slice;
-  const int s = SequenceOf(p.query_starts, counts.seqs, t);
   const int j = begin + kAttnPositions * warp + u;
-  if (j >= min(p.positions[p.query_starts[s]], begin + slice)) return;  // this step's rows come from k/v
-  const int page = p.block_tables[static_cast<long long>(s) * p.pages_stride + j / p.pool.page_size];
-  const int kv_head = blockIdx.y / (p.num_heads / p.pool.kv_heads);
+  if (!p.append || (piece % 4) * 32 >= kD || j >= min(first_pos, end)) return;
+  const int page = table[j / p.pool.page_size];
   PrefetchL2(PoolRow(p.pool, p.layer, piece / 4, page, j % p.pool.page_size) + kv_head * kD + (piece % 4) * 32);
 }
 
 // grid (bucket tokens, num_heads, splits), kAttnWarps warps.
 template <int kD>
 __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionParams p) {
-  PrefetchFirstRows<kD>(p);
-  WaitForPrevious();
+  // The step's inputs (counts, positions, query starts, block tables) are
+  // read before the wait: the graph's first launch waited for them, and
+  // after the wait they were a chain of dependent loads on the step's path.
   const int t = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
   const StepCounts counts = *p.counts;
-  if (t >= counts.tokens || PrefillTileDone(p, counts, t / kPrefillTileTokens)) return;
-  const int pos = p.positions[t];
+  const bool token = t < counts.tokens && !PrefillTileDone(p, counts, t / kPrefillTileTokens);
+  const int pos = token ? p.positions[t] : 0;
   const int n = pos + 1;
   const int slice = SliceOf(n, p.splits);
   const int begin = split * slice;
-  if (begin >= n) return;  // empty slices are not counted by the merge either
   const int end = min(n, begin + slice);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kv_head = h / (p.num_heads / p.pool.kv_heads);
-  const int s = SequenceOf(p.query_starts, counts.seqs, t);
+  const int s = token ? SequenceOf(p.query_starts, counts.seqs, t) : 0;
   const int* table = p.block_tables + static_cast<long long>(s) * p.pages_stride;
   const int page_size = p.pool.page_size;
+  const int q0 = token ? p.query_starts[s] : 0;
+  const int first_pos = p.append && token ? p.positions[q0] : n;
+  if (token && begin < n) PrefetchFirstRows<kD>(p, table, kv_head, begin, end, first_pos);
+  WaitForPrevious();
+  if (!token || begin >= n) return;  // empty slices are not counted by the merge either
 
   __shared__ float q[kD];
   __shared__ float warp_m[kAttnWarps], warp_l[kAttnWarps];
@@ -125,8 +124,6 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   // slice holding pos) writes the token's row for the steps after.
   const float* ksrc = p.k + static_cast<long long>(t) * p.pool.kv_heads * kD + kv_head * kD;
   const float* vsrc = p.v + static_cast<long long>(t) * p.pool.kv_heads * kD + kv_head * kD;
-  const int q0 = p.query_starts[s];
-  const int first_pos = p.append ? p.positions[q0] : n;
   if (p.append && pos < end && h % (p.num_heads / p.pool.kv_heads) == 0) {
     const int page = table[pos / page_size], slot = pos % page_size;
     float* krow = const_cast<float*>(PoolRow(p.pool, p.layer, 0, page, slot)) + kv_head * kD;
