@@ -12,7 +12,8 @@
 #   bash scripts/gpu/ab.sh -r 2 - @.gpu/kwalk ... -- --backend cuda --prompt 512 --gen 64 --repeats 1   # there
 #
 # NAME: walk (the decode matmuls' weight loads and dots), prologue (their
-# activation staging), attention (the decode attention after its wait),
+# activation staging; prologue-qkv, prologue-o, prologue-gateup and
+# prologue-down: one launch's of each layer), attention (the decode attention after its wait),
 # merge (attention's merge of context slices), slices (attention's loop over
 # positions), query (attention's read and rotation of q), append (its write
 # of the step's K/V rows to the pool), tail (all of attention after its K/V
@@ -37,10 +38,22 @@ for name in "${names[@]}"; do
   python3 - "$work/t/cuda" "$name" <<'EOF'
 import sys
 d, name = sys.argv[1], sys.argv[2]
+def zero(cond):
+    return ('        if (%s) {\n'
+            '          for (int i = threadIdx.x; i < kTile * (xstride + sstride); i += blockDim.x) xs[i] = 0.0f;\n'
+            '        } else if (prestaged) {\n          CopyPrestaged') % cond
 edits = {
     'walk': [('matmul.cuh', '      if (!active) continue;', '      if (!active || kDecode) continue;')],
-    'prologue': [('matmul.cuh', '        if (prestaged) {\n          CopyPrestaged',
-                  '        if (kDecode) {\n        } else if (prestaged) {\n          CopyPrestaged')],
+    # (The prologue knockouts zero the staged activations: left as they were,
+    # garbage sent later launches down slow paths, e.g. silu's division, and
+    # made the step slower, not faster.)
+    'prologue': [('matmul.cuh', '        if (prestaged) {\n          CopyPrestaged', zero('kDecode'))],
+    'prologue-qkv': [('matmul.cuh', '        if (prestaged) {\n          CopyPrestaged', zero('kDecode && kEpilogue == kEpilogueNone'))],
+    'prologue-o': [('matmul.cuh', '        if (prestaged) {\n          CopyPrestaged',
+                    zero('kDecode && kEpilogue == kEpilogueResidualAdd && !prestaged'))],
+    'prologue-gateup': [('matmul.cuh', '        if (prestaged) {\n          CopyPrestaged',
+                         zero('kDecode && kEpilogue == kEpilogueSiluMul'))],
+    'prologue-down': [('matmul.cuh', '        if (prestaged) {\n          CopyPrestaged', zero('kDecode && prestaged'))],
     'attention': [('attention.cuh', '  WaitForPrevious();\n  if (!token || begin >= n) return;',
                    '  WaitForPrevious();\n  LetNextLaunch();\n  if (p.append) return;\n  if (!token || begin >= n) return;')],
     'merge': [('attention.cuh', '  if (!LastBlockToCount(p.split_done + th, used)) return;',
