@@ -275,11 +275,11 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   float m_merged = ms[0];
 #pragma unroll
   for (int sp = 1; sp < kDecodeSplits; ++sp) m_merged = fmaxf(m_merged, ms[sp]);
-  float l_merged = 0.0f;
+  float weight[kDecodeSplits], l_merged = 0.0f;
 #pragma unroll
   for (int sp = 0; sp < kDecodeSplits; ++sp) {
-    ms[sp] = sp < used ? expf(ms[sp] - m_merged) : 0.0f;  // now each slice's weight
-    l_merged += ls[sp] * ms[sp];
+    weight[sp] = sp < used ? expf(ms[sp] - m_merged) : 0.0f;
+    l_merged += ls[sp] * weight[sp];
   }
   float* y = p.y + th * kD;
   for (int d = d0; d < kD; d += blockDim.x) {
@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
 #pragma unroll
     for (int sp = 0; sp < kDecodeSplits; ++sp) {
       const float o = d == d0 ? os[sp] : sp < used ? __ldcg(parts + sp * (kD + 2) + 2 + d) : 0.0f;
-      acc = fmaf(o, ms[sp], acc);
+      acc = fmaf(o, weight[sp], acc);
     }
     y[d] = acc / l_merged;
   }
