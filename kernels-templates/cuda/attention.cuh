@@ -15,6 +15,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "matmul.cuh"
 
 namespace kiln {
 
@@ -83,6 +84,21 @@ __device__ __forceinline__ void PrefetchFirstRows(const AttentionParams& p, cons
   if (!p.append || (piece % 4) * 32 >= kD || j >= min(first_pos, end)) return;
   const int page = table[j / p.pool.page_size];
   PrefetchL2(PoolRow(p.pool, p.layer, piece / 4, page, j % p.pool.page_size) + kv_head * kD + (piece % 4) * 32);
+}
+
+// A one-token step's merged head (outputs `first` .. of o's input, dim
+// threadIdx.x in `mine`) staged into p.stage_image as o's blocks would stage
+// it (StageInt8: eight lanes a 32-element group, four consecutive dims
+// each), so that each of them copies it rather than every block quantising
+// the whole input again.
+__device__ __forceinline__ void StageMergedHead(const AttentionParams& p, int first, float mine) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float v[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) v[j] = __shfl_sync(0xffffffffu, mine, (4 * lane + j) % 32);
+  const int k = p.num_heads * kAttentionStagedHeadDim, xstride = MatmulPaddedLen(k);
+  // Lanes 8.. hold copies and store nothing (a length of 0).
+  StageInt8(v, first + 32 * warp + 4 * lane, lane < 8 ? k : 0, p.stage_image, xstride, p.stage_image + xstride);
 }
 
 // grid (bucket tokens, num_heads, splits), kAttnWarps warps.
@@ -282,6 +298,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
     l_merged += ls[sp] * weight[sp];
   }
   float* y = p.y + th * kD;
+  float mine = 0.0f;  // output dim d0
   for (int d = d0; d < kD; d += blockDim.x) {
     float acc = 0.0f;
 #pragma unroll
@@ -289,7 +306,12 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
       const float o = d == d0 ? os[sp] : sp < used ? __ldcg(parts + sp * (kD + 2) + 2 + d) : 0.0f;
       acc = fmaf(o, weight[sp], acc);
     }
-    y[d] = acc / l_merged;
+    const float out = acc / l_merged;
+    y[d] = out;
+    if (d == d0) mine = out;
+  }
+  if constexpr (kD == kAttentionStagedHeadDim && kD == 32 * kAttnWarps) {
+    if (p.stage_image != nullptr) StageMergedHead(p, h * kD, mine);
   }
 }
 

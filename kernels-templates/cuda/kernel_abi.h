@@ -378,7 +378,16 @@ struct AttentionParams {
   // 1 in steps without prefill tiles: attention_kernel reads the step's own
   // K/V rows from k/v and appends them (no kv_append launch).
   int append;
+  // One-token steps whose next launch is a matmul_kernel decode over an int8
+  // lane (o): each head's merging block writes the head's outputs staged as
+  // that launch would stage them (MatmulParams::stage_image's layout; a
+  // head of kAttentionStagedHeadDim dims is whole 32-element groups), so its
+  // blocks copy them instead. Null: none.
+  float* stage_image;
 };
+
+// The head size whose outputs attention_kernel stages (one per thread).
+constexpr int kAttentionStagedHeadDim = 128;
 
 // attention_prefill_kernel: tokens per tile (4 warps of 16).
 constexpr int kPrefillTileTokens = 64;

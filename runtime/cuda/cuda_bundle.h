@@ -56,7 +56,9 @@ namespace kiln::cuda {
 // 17: every kernel waits for the launch before it (griddepcontrol.wait), so
 // sm_90 launches may overlap (programmatic dependent launch); decode
 // matmuls prefetch weights before that (MatmulParams::prefetch_steps).
-constexpr uint32_t kBundleVersion = 17;
+// 18: one-token decode attention stages o's int8 activations
+// (AttentionParams::stage_image).
+constexpr uint32_t kBundleVersion = 18;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

@@ -136,6 +136,15 @@ class CudaExecutor final : public Executor {
   // matmul_kernel decode over q4_K reading that output, with no norm and
   // the whole of K in one staged chunk, and the output is whole runs of 256.
   bool PrestagesNext(size_t li, size_t bucket) const;
+  // Whether launch li, a one-token step's decode attention over heads of
+  // kAttentionStagedHeadDim dims, stages its output for launch li + 1 in
+  // its merging blocks (AttentionParams::stage_image), on the same terms
+  // for li + 1 as PrestagesNext's.
+  bool AttentionStagesNext(size_t li, size_t bucket) const;
+  // Whether launch li of a one-token step can take its activations from a
+  // stage image: a matmul_kernel decode over one q4_K weight of K = k, in
+  // one staged chunk, with no norm, reading arena offset input_at.
+  bool ReadsStageImage(size_t li, size_t bucket, int64_t k, int64_t input_at) const;
   // The weight bound to `role` of launch l, or null.
   const DeviceWeight* LaunchWeight(const PlanLaunch& l, const std::string& role) const;
   // Whether matmul call `c` of launch `li` runs matmul_f16_tc_kernel in
@@ -320,31 +329,49 @@ absl::Status CudaExecutor::BindWeights(const WeightSource& weights, uint64_t* of
   return absl::OkStatus();
 }
 
-bool CudaExecutor::PrestagesNext(size_t li, size_t bucket) const {
-  if (!prestage_ || plan_.buckets[bucket] != 1 || li + 1 >= plan_.launches.size()) return false;
-  if (calls_[li].size() != 1 || calls_[li + 1].size() != 1) return false;
-  const PlanLaunch &from = plan_.launches[li], &to = plan_.launches[li + 1];
-  const ResolvedCall &a = calls_[li][0], &b = calls_[li + 1][0];
-  if (a.call.kind != KernelKind::kMatmul || b.call.kind != KernelKind::kMatmul) return false;
-  if (a.call.epilogue != kEpilogueSiluMul || a.call.to_scratch || b.call.norm || b.call.weights.size() != 1) {
-    return false;
-  }
-  if (a.functions[kMatmulDecodeSlot] == nullptr || b.functions[kMatmulDecodeSlot] == nullptr) return false;
+bool CudaExecutor::ReadsStageImage(size_t li, size_t bucket, int64_t k, int64_t input_at) const {
+  if (!prestage_ || plan_.buckets[bucket] != 1 || li >= plan_.launches.size() || calls_[li].size() != 1) return false;
+  const PlanLaunch& to = plan_.launches[li];
+  const ResolvedCall& b = calls_[li][0];
+  if (b.call.kind != KernelKind::kMatmul || b.call.norm || b.call.weights.size() != 1) return false;
+  if (b.functions[kMatmulDecodeSlot] == nullptr) return false;
   if (b.functions[kMatmulStreamSlot] != nullptr && stream_decode_) return false;
-  const PlanBinding* out = from.Find("result0");
   const PlanBinding* in = to.Find("input");
-  if (out == nullptr || in == nullptr || out->kind != PlanBinding::Kind::kArena ||
-      in->kind != PlanBinding::Kind::kArena || out->arena[bucket] != in->arena[bucket]) {
+  if (in == nullptr || in->kind != PlanBinding::Kind::kArena || in->arena[bucket] != input_at) return false;
+  const DeviceWeight* w = LaunchWeight(to, to.op == "fused_matmul" ? absl::StrCat("weight", b.call.weights[0])
+                                                                   : std::string("weight"));
+  return w != nullptr && w->storage == "q4_K" && w->cols == k && k % 256 == 0 &&
+         MatmulChunk(static_cast<int>(k), 1) >= k;
+}
+
+bool CudaExecutor::PrestagesNext(size_t li, size_t bucket) const {
+  if (!prestage_ || plan_.buckets[bucket] != 1 || li + 1 >= plan_.launches.size() || calls_[li].size() != 1) {
     return false;
   }
-  auto first_weight = [&](const PlanLaunch& l, const KernelCall& c) {
-    return LaunchWeight(l, l.op == "fused_matmul" ? absl::StrCat("weight", c.weights[0]) : std::string("weight"));
-  };
-  const DeviceWeight* wa = first_weight(from, a.call);
-  const DeviceWeight* wb = first_weight(to, b.call);
-  if (wa == nullptr || wb == nullptr || wa->storage != "q4_K" || wb->storage != "q4_K") return false;
-  const int64_t n = wa->rows, k = wb->cols;
-  return n == k && k % 256 == 0 && MatmulChunk(static_cast<int>(k), 1) >= k;
+  const PlanLaunch& from = plan_.launches[li];
+  const ResolvedCall& a = calls_[li][0];
+  if (a.call.kind != KernelKind::kMatmul || a.call.epilogue != kEpilogueSiluMul || a.call.to_scratch) return false;
+  if (a.functions[kMatmulDecodeSlot] == nullptr) return false;
+  const PlanBinding* out = from.Find("result0");
+  if (out == nullptr || out->kind != PlanBinding::Kind::kArena) return false;
+  const DeviceWeight* wa = LaunchWeight(from, from.op == "fused_matmul" ? absl::StrCat("weight", a.call.weights[0])
+                                                                        : std::string("weight"));
+  if (wa == nullptr || wa->storage != "q4_K") return false;
+  return ReadsStageImage(li + 1, bucket, wa->rows, out->arena[bucket]);
+}
+
+bool CudaExecutor::AttentionStagesNext(size_t li, size_t bucket) const {
+  if (!prestage_ || plan_.buckets[bucket] != 1 || li + 1 >= plan_.launches.size()) return false;
+  if (plan_.pool.head_dim != kAttentionStagedHeadDim) return false;
+  if (std::none_of(calls_[li].begin(), calls_[li].end(),
+                   [](const ResolvedCall& r) { return r.call.kind == KernelKind::kAttention; })) {
+    return false;
+  }
+  const PlanLaunch& from = plan_.launches[li];
+  const PlanBinding* out = from.Find("result");
+  absl::StatusOr<int64_t> heads = from.Int("num_heads");
+  if (out == nullptr || out->kind != PlanBinding::Kind::kArena || !heads.ok()) return false;
+  return ReadsStageImage(li + 1, bucket, *heads * kAttentionStagedHeadDim, out->arena[bucket]);
 }
 
 const CudaExecutor::DeviceWeight* CudaExecutor::LaunchWeight(const PlanLaunch& l, const std::string& role) const {
@@ -1030,7 +1057,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
             mp.stage_image = reinterpret_cast<float*>(stage_image_);
             mp.stage_counts = reinterpret_cast<unsigned*>(stage_counts_);
           }
-          if (tile == 1 && li > 0 && PrestagesNext(li - 1, bucket)) {
+          if (tile == 1 && li > 0 && (PrestagesNext(li - 1, bucket) || AttentionStagesNext(li - 1, bucket))) {
             mp.prestaged = reinterpret_cast<const float*>(stage_image_);
           }
           const int slot = pair ? kMatmulPairSlot : tile == 1 ? kMatmulDecodeSlot : kMatmulTiledSlot;
@@ -1183,6 +1210,9 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         ap.splits = max_rows <= kSplitMaxTokens ? kDecodeSplits : 1;
         ap.partials = reinterpret_cast<float*>(partials_);
         ap.split_done = reinterpret_cast<unsigned*>(split_done_);
+        if (c.kind == KernelKind::kAttention && AttentionStagesNext(li, bucket)) {
+          ap.stage_image = reinterpret_cast<float*>(stage_image_);
+        }
         // Prefill buckets: tiles of one sequence on tensor cores first; attention_kernel takes the other tokens.
         ap.prefill_tiles = max_rows >= kTensorCoreMinBucket &&
                            std::any_of(calls_[li].begin(), calls_[li].end(),

@@ -771,6 +771,55 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                                                i.param.heads, "_kv", i.param.kv_heads, "_page", i.param.page);
                          });
 
+// One-token decode attention over heads of 128 dims stages the o
+// projection's int8 activations in its merging blocks
+// (AttentionStagesNext): o's results are the CPU's, and bit for bit those
+// of o's blocks staging them (KILN_CUDA_PRESTAGE=0), over contexts of one
+// slice and of ten.
+TEST_F(CudaKernels, DecodeAttentionStagesTheOProjection) {
+  const int64_t d = 128, heads = 4, kv_heads = 2, page = 16;
+  SingleOpPlan b({1, 64}, PlanPagePool{2, kv_heads, d, page, 512}, 17);
+  const int64_t attn = AttentionLaunch(b, heads, kv_heads, d, page, "half");
+  const int64_t x = b.Activation(256, 50), r = b.Region(256);
+  b.Weight("o", "q4_k", {256, heads * d}, 0.1f);
+  b.Launch("fused_matmul.residual_add.q4_k",
+           {b.Arena("input", attn), b.WeightBinding("weight0", "o"), b.Arena("residual", x), b.Arena("result0", r)},
+           R"({"epilogue": "residual_add"})");
+  std::vector<int32_t> table(32);
+  for (int32_t i = 0; i < 32; ++i) table[i] = 31 - i;
+  // Decode at 4 and 5 positions (one slice), then at 306 and 307 (ten)
+  // after a prefill in chunks of 60.
+  std::vector<StepBatch> steps = {RaggedBatch({0}, {3}, {table}, 50, 1), RaggedBatch({3}, {1}, {table}, 50, 2),
+                                  RaggedBatch({4}, {1}, {table}, 50, 3)};
+  for (int32_t c = 0; c < 5; ++c) steps.push_back(RaggedBatch({5 + 60 * c}, {60}, {table}, 50, 4 + c));
+  steps.push_back(RaggedBatch({305}, {1}, {table}, 50, 9));
+  steps.push_back(RaggedBatch({306}, {1}, {table}, 50, 10));
+  Compare(b, {{r, 256, "o after decode attention"}}, steps, kInt8ActivationsBound, 32);
+  if (HasFatalFailure()) return;
+  auto outputs = [&](const char* prestage) {
+    absl::StatusOr<std::unique_ptr<Executor>> gpu = [&] {
+      const testing::ScopedEnv staging("KILN_CUDA_PRESTAGE", prestage);
+      return Gpu(b, {r, 256, "o"}, 32);
+    }();
+    std::vector<std::vector<float>> got;
+    EXPECT_TRUE(gpu.ok()) << gpu.status();
+    if (!gpu.ok()) return got;
+    for (const StepBatch& step : steps) {
+      absl::StatusOr<std::span<const float>> y = (*gpu)->Step(step);
+      EXPECT_TRUE(y.ok()) << y.status();
+      if (y.ok()) got.emplace_back(y->begin(), y->end());
+    }
+    return got;
+  };
+  const std::vector<std::vector<float>> staged = outputs("1"), per_block = outputs("0");
+  ASSERT_EQ(staged.size(), steps.size());
+  ASSERT_EQ(per_block.size(), steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    ASSERT_EQ(staged[i].size(), per_block[i].size());
+    EXPECT_EQ(0, std::memcmp(staged[i].data(), per_block[i].data(), staged[i].size() * sizeof(float))) << "step " << i;
+  }
+}
+
 // Steps of many sequences (the search for a token's sequence in
 // query_starts): 140 sequences prefill 3 tokens each, then decode.
 TEST_F(CudaKernels, AttentionOverStepsOfManySequences) {
