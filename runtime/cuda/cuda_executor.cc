@@ -549,9 +549,13 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         absl::StatusOr<int64_t> heads = l.Int("num_heads");
         absl::StatusOr<int64_t> hd = l.Int("head_dim");
         if (!heads.ok() || !hd.ok()) return LaunchError(l, "needs num_heads and head_dim");
-        const int64_t split_tokens = std::min<int64_t>(p.buckets.back(), kSplitMaxTokens);
-        partial_floats = std::max(partial_floats, split_tokens * *heads * kDecodeSplits * (*hd + 2));
-        split_counters = std::max(split_counters, split_tokens * *heads);
+        for (int64_t bucket : p.buckets) {
+          const int64_t splits = AttentionSplits(static_cast<int>(bucket), static_cast<int>(*heads),
+                                                 ex->context_->multiprocessors());
+          if (splits == 1) continue;
+          partial_floats = std::max(partial_floats, bucket * *heads * kDecodeSplits * (*hd + 2));
+          split_counters = std::max(split_counters, bucket * *heads);
+        }
       }
       if (c.kind == KernelKind::kMatmul) {
         absl::StatusOr<int64_t> k = l.Int("k");
@@ -1207,7 +1211,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         ap.block_tables = input(layout_.block_tables);
         ap.pages_stride = static_cast<int>(layout_.pages_stride);
         ap.max_rows = max_rows;
-        ap.splits = max_rows <= kSplitMaxTokens ? kDecodeSplits : 1;
+        ap.splits = AttentionSplits(max_rows, ap.num_heads, context_->multiprocessors());
         ap.partials = reinterpret_cast<float*>(partials_);
         ap.split_done = reinterpret_cast<unsigned*>(split_done_);
         if (c.kind == KernelKind::kAttention && AttentionStagesNext(li, bucket)) {

@@ -39,12 +39,6 @@ constexpr int kPrefillTile = 8;
 // (docs/perf/cuda-h200.md).
 constexpr int kTensorCoreMinBucket = 64;
 
-// Attention splits the context over kDecodeSplits (kernel_abi.h) blocks per
-// (token, head) in buckets of at most kSplitMaxTokens tokens (decode: too
-// few tokens to fill the GPU otherwise); larger buckets use one block per
-// (token, head).
-constexpr int kSplitMaxTokens = 8;
-
 // The instantiations of a kMatmul call, by slot of KernelCall::names (an
 // empty name where the storage has no such kernel).
 enum MatmulSlot : int {

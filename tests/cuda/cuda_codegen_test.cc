@@ -308,6 +308,23 @@ TEST(CudaKernelCalls, TileInt8RowTilesLeaveSevenQuartersOfABlockPerSm) {
   EXPECT_EQ(TileInt8RowTiles(128256, 1, 132), 4); // the logits
 }
 
+// Decode attention's context slices: about four blocks an SM, 1 to 16.
+// The 8B's 32 heads on 132 SMs: 16, 8, 4 and 2 slices for buckets of 1, 2,
+// 4 and 8 tokens, one from 16 on; stories260K's 8 heads keep 16 to 4 tokens.
+TEST(CudaKernelCalls, AttentionSplitsLeaveAboutFourBlocksPerSm) {
+  using cuda_abi::AttentionSplits;
+  EXPECT_EQ(AttentionSplits(1, 32, 132), 16);
+  EXPECT_EQ(AttentionSplits(2, 32, 132), 8);
+  EXPECT_EQ(AttentionSplits(4, 32, 132), 4);
+  EXPECT_EQ(AttentionSplits(8, 32, 132), 2);
+  EXPECT_EQ(AttentionSplits(16, 32, 132), 1);
+  EXPECT_EQ(AttentionSplits(512, 32, 132), 1);
+  EXPECT_EQ(AttentionSplits(4, 8, 132), 16);
+  EXPECT_EQ(AttentionSplits(16, 8, 132), 4);
+  EXPECT_EQ(AttentionSplits(64, 8, 132), 1);
+  EXPECT_EQ(AttentionSplits(0, 32, 132), 16);  // no tokens: the cap, not a division by zero
+}
+
 TEST(CudaBundle, RoundTripsAndRefusesEveryTruncation) {
   cuda::CudaBundle b;
   b.sm = 90;
