@@ -129,6 +129,36 @@ class CudaKernels : public ::testing::Test {
     return CreateCudaExecutor(program, options);
   }
 
+  // b's result r over `steps` with the one-token launches' stage images
+  // (KILN_CUDA_PRESTAGE=1) is bit for bit the result with each block
+  // staging its activations itself (=0).
+  void ExpectStageImagesChangeNoBit(const SingleOpPlan& b, const Region& r, const std::vector<StepBatch>& steps,
+                                    int64_t num_pages = 16) {
+    auto outputs = [&](const char* prestage) {
+      absl::StatusOr<std::unique_ptr<Executor>> gpu = [&] {
+        const testing::ScopedEnv staging("KILN_CUDA_PRESTAGE", prestage);
+        return Gpu(b, r, num_pages);
+      }();
+      std::vector<std::vector<float>> got;
+      EXPECT_TRUE(gpu.ok()) << gpu.status();
+      if (!gpu.ok()) return got;
+      for (const StepBatch& step : steps) {
+        absl::StatusOr<std::span<const float>> y = (*gpu)->Step(step);
+        EXPECT_TRUE(y.ok()) << y.status();
+        if (y.ok()) got.emplace_back(y->begin(), y->end());
+      }
+      return got;
+    };
+    const std::vector<std::vector<float>> staged = outputs("1"), per_block = outputs("0");
+    ASSERT_EQ(staged.size(), steps.size());
+    ASSERT_EQ(per_block.size(), steps.size());
+    for (size_t i = 0; i < steps.size(); ++i) {
+      ASSERT_EQ(staged[i].size(), per_block[i].size());
+      EXPECT_EQ(0, std::memcmp(staged[i].data(), per_block[i].data(), staged[i].size() * sizeof(float)))
+          << r.what << " step " << i;
+    }
+  }
+
   std::string target_;
 };
 
@@ -598,28 +628,7 @@ TEST_F(CudaKernels, SiluMulStagesTheDownProjectionOnce) {
     const std::vector<StepBatch> steps = {Rows(1, 1), Rows(1, 2), Rows(4, 3), Rows(1, 4)};
     Compare(b, {{r, 256, "down after silu_mul"}}, steps, kInt8ActivationsBound);
     if (HasFatalFailure()) return;
-    auto outputs = [&](const char* prestage) {
-      absl::StatusOr<std::unique_ptr<Executor>> gpu = [&] {
-        const testing::ScopedEnv staging("KILN_CUDA_PRESTAGE", prestage);
-        return Gpu(b, {r, 256, "down"});
-      }();
-      std::vector<std::vector<float>> got;
-      EXPECT_TRUE(gpu.ok()) << gpu.status();
-      if (!gpu.ok()) return got;
-      for (const StepBatch& step : steps) {
-        absl::StatusOr<std::span<const float>> y = (*gpu)->Step(step);
-        EXPECT_TRUE(y.ok()) << y.status();
-        if (y.ok()) got.emplace_back(y->begin(), y->end());
-      }
-      return got;
-    };
-    const std::vector<std::vector<float>> once = outputs("1"), per_block = outputs("0");
-    ASSERT_EQ(once.size(), steps.size());
-    ASSERT_EQ(per_block.size(), steps.size());
-    for (size_t i = 0; i < steps.size(); ++i) {
-      ASSERT_EQ(once[i].size(), per_block[i].size());
-      EXPECT_EQ(0, std::memcmp(once[i].data(), per_block[i].data(), once[i].size() * sizeof(float))) << "step " << i;
-    }
+    ExpectStageImagesChangeNoBit(b, {r, 256, "down"}, steps);
   }
 }
 
@@ -796,28 +805,7 @@ TEST_F(CudaKernels, DecodeAttentionStagesTheOProjection) {
   steps.push_back(RaggedBatch({306}, {1}, {table}, 50, 10));
   Compare(b, {{r, 256, "o after decode attention"}}, steps, kInt8ActivationsBound, 32);
   if (HasFatalFailure()) return;
-  auto outputs = [&](const char* prestage) {
-    absl::StatusOr<std::unique_ptr<Executor>> gpu = [&] {
-      const testing::ScopedEnv staging("KILN_CUDA_PRESTAGE", prestage);
-      return Gpu(b, {r, 256, "o"}, 32);
-    }();
-    std::vector<std::vector<float>> got;
-    EXPECT_TRUE(gpu.ok()) << gpu.status();
-    if (!gpu.ok()) return got;
-    for (const StepBatch& step : steps) {
-      absl::StatusOr<std::span<const float>> y = (*gpu)->Step(step);
-      EXPECT_TRUE(y.ok()) << y.status();
-      if (y.ok()) got.emplace_back(y->begin(), y->end());
-    }
-    return got;
-  };
-  const std::vector<std::vector<float>> staged = outputs("1"), per_block = outputs("0");
-  ASSERT_EQ(staged.size(), steps.size());
-  ASSERT_EQ(per_block.size(), steps.size());
-  for (size_t i = 0; i < steps.size(); ++i) {
-    ASSERT_EQ(staged[i].size(), per_block[i].size());
-    EXPECT_EQ(0, std::memcmp(staged[i].data(), per_block[i].data(), staged[i].size() * sizeof(float))) << "step " << i;
-  }
+  ExpectStageImagesChangeNoBit(b, {r, 256, "o"}, steps, 32);
 }
 
 // Steps of many sequences (the search for a token's sequence in
