@@ -137,9 +137,10 @@ class CudaExecutor final : public Executor {
   // the whole of K in one staged chunk, and the output is whole runs of 256.
   bool PrestagesNext(size_t li, size_t bucket) const;
   // Whether launch li, a one-token step's decode attention over heads of
-  // kAttentionStagedHeadDim dims, stages its output for launch li + 1 in
-  // its merging blocks (AttentionParams::stage_image), on the same terms
-  // for li + 1 as PrestagesNext's.
+  // kAttentionStagedHeadDim dims in more than one context slice, stages its
+  // output for launch li + 1 in its merging blocks
+  // (AttentionParams::stage_image), on the same terms for li + 1 as
+  // PrestagesNext's.
   bool AttentionStagesNext(size_t li, size_t bucket) const;
   // Whether launch li of a one-token step can take its activations from a
   // stage image: a matmul_kernel decode over one q4_K weight of K = k, in
@@ -147,6 +148,8 @@ class CudaExecutor final : public Executor {
   bool ReadsStageImage(size_t li, size_t bucket, int64_t k, int64_t input_at) const;
   // The weight bound to `role` of launch l, or null.
   const DeviceWeight* LaunchWeight(const PlanLaunch& l, const std::string& role) const;
+  // The first weight of matmul call c of launch l, or null.
+  const DeviceWeight* FirstWeight(const PlanLaunch& l, const KernelCall& c) const;
   // Whether matmul call `c` of launch `li` runs matmul_f16_tc_kernel in
   // `bucket`: buckets of kTensorCoreMinBucket tokens and more, K a multiple
   // of kGemmK, and not over the logit rows (few rows; decoding a 128k-row
@@ -338,8 +341,7 @@ bool CudaExecutor::ReadsStageImage(size_t li, size_t bucket, int64_t k, int64_t 
   if (b.functions[kMatmulStreamSlot] != nullptr && stream_decode_) return false;
   const PlanBinding* in = to.Find("input");
   if (in == nullptr || in->kind != PlanBinding::Kind::kArena || in->arena[bucket] != input_at) return false;
-  const DeviceWeight* w = LaunchWeight(to, to.op == "fused_matmul" ? absl::StrCat("weight", b.call.weights[0])
-                                                                   : std::string("weight"));
+  const DeviceWeight* w = FirstWeight(to, b.call);
   return w != nullptr && w->storage == "q4_K" && w->cols == k && k % 256 == 0 &&
          MatmulChunk(static_cast<int>(k), 1) >= k;
 }
@@ -354,8 +356,7 @@ bool CudaExecutor::PrestagesNext(size_t li, size_t bucket) const {
   if (a.functions[kMatmulDecodeSlot] == nullptr) return false;
   const PlanBinding* out = from.Find("result0");
   if (out == nullptr || out->kind != PlanBinding::Kind::kArena) return false;
-  const DeviceWeight* wa = LaunchWeight(from, from.op == "fused_matmul" ? absl::StrCat("weight", a.call.weights[0])
-                                                                        : std::string("weight"));
+  const DeviceWeight* wa = FirstWeight(from, a.call);
   if (wa == nullptr || wa->storage != "q4_K") return false;
   return ReadsStageImage(li + 1, bucket, wa->rows, out->arena[bucket]);
 }
@@ -371,6 +372,8 @@ bool CudaExecutor::AttentionStagesNext(size_t li, size_t bucket) const {
   const PlanBinding* out = from.Find("result");
   absl::StatusOr<int64_t> heads = from.Int("num_heads");
   if (out == nullptr || out->kind != PlanBinding::Kind::kArena || !heads.ok()) return false;
+  // Only the merging blocks stage: a one-slice launch (few SMs for its heads) writes no image.
+  if (AttentionSplits(1, static_cast<int>(*heads), context_->multiprocessors()) == 1) return false;
   return ReadsStageImage(li + 1, bucket, *heads * kAttentionStagedHeadDim, out->arena[bucket]);
 }
 
@@ -379,6 +382,10 @@ const CudaExecutor::DeviceWeight* CudaExecutor::LaunchWeight(const PlanLaunch& l
   if (b == nullptr || b->kind != PlanBinding::Kind::kWeight) return nullptr;
   auto it = weights_.find(b->name);
   return it == weights_.end() ? nullptr : &it->second;
+}
+
+const CudaExecutor::DeviceWeight* CudaExecutor::FirstWeight(const PlanLaunch& l, const KernelCall& c) const {
+  return LaunchWeight(l, l.op == "fused_matmul" ? absl::StrCat("weight", c.weights[0]) : std::string("weight"));
 }
 
 // Which launches run over the R logit rows: the CPU backend's rule (an
@@ -550,8 +557,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         absl::StatusOr<int64_t> hd = l.Int("head_dim");
         if (!heads.ok() || !hd.ok()) return LaunchError(l, "needs num_heads and head_dim");
         for (int64_t bucket : p.buckets) {
-          const int64_t splits = AttentionSplits(static_cast<int>(bucket), static_cast<int>(*heads),
-                                                 ex->context_->multiprocessors());
+          const int64_t splits =
+              AttentionSplits(static_cast<int>(bucket), static_cast<int>(*heads), ex->context_->multiprocessors());
           if (splits == 1) continue;
           partial_floats = std::max(partial_floats, bucket * *heads * kDecodeSplits * (*hd + 2));
           split_counters = std::max(split_counters, bucket * *heads);
@@ -1046,7 +1053,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         } else {
           const int tile = pair ? kMatmulPairTile : max_rows > 1 ? kPrefillTile : 1;
           const bool decode = tile <= kMatmulPairTile;
-          const DeviceWeight* first = weight(fused ? absl::StrCat("weight", c.weights[0]) : std::string("weight"));
+          const DeviceWeight* first = FirstWeight(l, c);
           const int rows_per_warp = MatmulRowsPerWarp(first->storage, tile);
           const int row_blocks = (mp.total_n + kMatmulWarps * rows_per_warp - 1) / (kMatmulWarps * rows_per_warp);
           mp.ksplit = decode ? MatmulKSplit(row_blocks, context_->multiprocessors()) : 1;
