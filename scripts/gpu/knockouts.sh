@@ -13,7 +13,8 @@
 #
 # NAME: walk (the decode matmuls' weight loads and dots), prologue (their
 # activation staging; prologue-qkv, prologue-o, prologue-gateup and
-# prologue-down: one launch's of each layer), attention (the decode attention after its wait),
+# prologue-down: one launch's of each layer, o's and down's the copy of the
+# image attention and gate/up staged), attention (the decode attention after its wait),
 # merge (attention's merge of context slices), slices (attention's loop over
 # positions), query (attention's read and rotation of q), append (its write
 # of the step's K/V rows to the pool), tail (all of attention after its K/V
@@ -49,11 +50,13 @@ edits = {
     # made the step slower, not faster.)
     'prologue': [('matmul.cuh', '        if (prestaged) {\n          CopyPrestaged', zero('kDecode'))],
     'prologue-qkv': [('matmul.cuh', '        if (prestaged) {\n          CopyPrestaged', zero('kDecode && kEpilogue == kEpilogueNone'))],
+    # o and down both copy a stage image (attention's, gate/up's): o's K is its output count.
     'prologue-o': [('matmul.cuh', '        if (prestaged) {\n          CopyPrestaged',
-                    zero('kDecode && kEpilogue == kEpilogueResidualAdd && !prestaged'))],
+                    zero('kDecode && prestaged && p.k == p.total_n'))],
     'prologue-gateup': [('matmul.cuh', '        if (prestaged) {\n          CopyPrestaged',
                          zero('kDecode && kEpilogue == kEpilogueSiluMul'))],
-    'prologue-down': [('matmul.cuh', '        if (prestaged) {\n          CopyPrestaged', zero('kDecode && prestaged'))],
+    'prologue-down': [('matmul.cuh', '        if (prestaged) {\n          CopyPrestaged',
+                       zero('kDecode && prestaged && p.k != p.total_n'))],
     'attention': [('attention.cuh', '  WaitForPrevious();\n  if (!token || begin >= n) return;',
                    '  WaitForPrevious();\n  LetNextLaunch();\n  if (p.append) return;\n  if (!token || begin >= n) return;')],
     'merge': [('attention.cuh', '  if (!LastBlockToCount(p.split_done + th, used)) return;',
