@@ -87,6 +87,8 @@ int RunCompile(int argc, char** argv) {
       .Option("override", "LIST", "per-tensor storage, comma-separated NAME_SUBSTRING=TYPE")
       .Option("group-size", "N", "elements per scale for int4/int2", "128")
       .Option("page-size", "N", "KV cache page size in tokens", "16")
+      .Option("kv-type", "TYPE", "KV cache element type: f32 | f16 (half the memory and bytes read a step; "
+              "llama.cpp's default)", "f32")
       .Option("buckets", "LIST", "token counts to plan the arena for, comma-separated (default 1,2,4,...,512)")
       .Option("max-context", "N", "KV positions per sequence (default: the model's context length)", "0")
       .Option("dump-ir", "WHEN", "after-all: write the IR after import and after every pass")
@@ -111,6 +113,10 @@ int RunCompile(int argc, char** argv) {
     if (!v.ok()) return Fail("compile", std::string(v.status().message()));
     *field = *v;
   }
+  options.kv_type = args.Get("kv-type");
+  if (options.kv_type != "f32" && options.kv_type != "f16") {
+    return Fail("compile", absl::StrFormat("--kv-type: '%s' is not f32 or f16", options.kv_type));
+  }
   if (args.Has("buckets")) {
     for (absl::string_view b : absl::StrSplit(args.Get("buckets"), ',', absl::SkipEmpty())) {
       int64_t n = 0;
@@ -131,6 +137,10 @@ int RunCompile(int argc, char** argv) {
                                              std::string(t)));
     }
     if (t != "cpu") gpu_targets.emplace_back(t);
+    if (t == "vulkan" && options.kv_type != "f32") {
+      return Fail("compile", "--kv-type " + options.kv_type +
+                                 ": the Vulkan backend keeps its KV pages in f32 (compile with --kv-type f32)");
+    }
   }
   if (args.GetFlag("print-pipeline")) {
     std::printf("%s\n", compiler::DescribePipeline(options).c_str());

@@ -60,7 +60,7 @@ static std::string PassList(const PipelineOptions& o) {
   absl::StrAppend(&quant, "}");
   std::string plan = "kiln-plan-memory";
   if (!o.buckets.empty()) plan = absl::StrCat(plan, "{buckets=", BucketList(o.buckets), "}");
-  return absl::StrCat("kiln-fuse,", quant, ",kiln-paged-attention{page-size=", o.page_size, "},", plan,
+  return absl::StrCat("kiln-fuse,", quant, ",kiln-paged-attention{page-size=", o.page_size, " kv-type=", o.kv_type, "},", plan,
                       ",kiln-emit-plan");
 }
 

@@ -15,6 +15,7 @@ struct PipelineOptions {
   std::vector<std::string> overrides;  // "NAME_SUBSTRING=TYPE"
   int64_t group_size = 128;
   int64_t page_size = 16;
+  std::string kv_type = "f32";         // the KV page pool's element type: f32 | f16
   std::vector<int64_t> buckets;        // empty: the pass's default
   // Where to write the IR: one file per pass, NN-<pass>.mlir in pipeline
   // order (00-import.mlir first); empty writes nothing.

@@ -87,6 +87,9 @@ absl::StatusOr<std::string> ExportPlan(mlir::ModuleOp module) {
       in.Set("kv_heads", JsonValue::Int(pool.getKvHeads()));
       in.Set("head_dim", JsonValue::Int(pool.getHeadDim()));
       in.Set("page_size", JsonValue::Int(pool.getPageSize()));
+      std::string element;
+      llvm::raw_string_ostream(element) << pool.getElementType();
+      in.Set("kv_type", JsonValue::String(element));
       if (auto max = func.getArgAttrOfType<mlir::IntegerAttr>(i, "kiln.max_tokens")) {
         in.Set("max_tokens", JsonValue::Int(max.getInt()));
       }

@@ -2,8 +2,8 @@
 //
 // In every function:
 //   - each !kiln.kv_cache argument becomes a !kiln.page_pool with the same
-//     layers, kv heads, head dim and element type and `page-size` positions
-//     per page; the cache's positions per slot stay on the argument as
+//     layers, kv heads and head dim, `page-size` positions per page and the
+//     element type `kv-type` names (f32 or f16; empty keeps the cache's); the cache's positions per slot stay on the argument as
 //     `kiln.max_tokens`, since they bound how many pages a sequence may hold
 //     (the width of its block-table row);
 //   - each argument read as `cache_slots` by a kiln.attention, or marked
@@ -60,6 +60,10 @@ struct KilnPagedAttentionPass : impl::KilnPagedAttentionPassBase<KilnPagedAttent
                                  << static_cast<int64_t>(pageSize);
       return signalPassFailure();
     }
+    if (kvType != "" && kvType != "f32" && kvType != "f16") {
+      getOperation().emitError() << "kiln-paged-attention: kv-type must be f32 or f16, got '" << kvType << "'";
+      return signalPassFailure();
+    }
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal()) continue;
       if (failed(Rewrite(func))) return signalPassFailure();
@@ -103,8 +107,11 @@ struct KilnPagedAttentionPass : impl::KilnPagedAttentionPassBase<KilnPagedAttent
     OpBuilder builder(func.getContext());
     for (BlockArgument arg : caches) {
       auto cache = cast<KVCacheType>(arg.getType());
+      Type element = kvType == "f16"   ? Type(builder.getF16Type())
+                     : kvType == "f32" ? Type(builder.getF32Type())
+                                       : cache.getElementType();
       arg.setType(PagePoolType::get(func.getContext(), cache.getLayers(), cache.getKvHeads(), cache.getHeadDim(),
-                                    pageSize, cache.getElementType()));
+                                    pageSize, element));
       func.setArgAttr(arg.getArgNumber(), "kiln.max_tokens", builder.getI64IntegerAttr(cache.getMaxTokens()));
     }
     auto tables = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, builder.getI32Type());

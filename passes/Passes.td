@@ -58,9 +58,12 @@ def KilnPagedAttentionPass : Pass<"kiln-paged-attention", "::mlir::ModuleOp"> {
     The step function's !kiln.kv_cache argument becomes a !kiln.page_pool of
     `page-size` token pages, its per-sequence cache slots become block tables
     (tensor<?x?xi32>), and every kiln.attention becomes kiln.paged_attention.
+    `kv-type` sets the pool's element type (f16 halves the bytes attention
+    reads); empty keeps the cache's.
   }];
   let options = [
     Option<"pageSize", "page-size", "int64_t", /*default=*/"16", "token positions per page">,
+    Option<"kvType", "kv-type", "std::string", /*default=*/"\"\"", "pool element type: f32 | f16 (empty: the cache's)">,
   ];
   let dependentDialects = ["::mlir::kiln::KilnDialect"];
 }

@@ -1,6 +1,7 @@
-// Paged attention over the f32 KV page pool. kv_append writes this step's k
-// (rotated when the launch carries rope constants) and v rows into their
-// pages; attention_kernel<kD> then runs causal grouped-query attention for
+// Paged attention over the KV page pool, f32 or f16 (the Kv parameter:
+// KvF32, KvF16). kv_append writes this step's k (rotated when the launch
+// carries rope constants) and v rows into their pages; attention_kernel<kD,
+// Kv> then runs causal grouped-query attention for
 // every (token, query head, context slice). A block of kAttnWarps warps
 // serves one slice; the warps take kAttnPositions positions of it at a time,
 // loading their K and V rows together (each lane a 32-strided share of the
@@ -11,13 +12,35 @@
 // a (token, head) to finish (an atomic count) merges them: no combine launch.
 // Steps with no prefill tiles (p.append) need no kv_append launch either:
 // attention_kernel reads the rows of this step's positions from k and v and
-// writes each token's row to the pool for the steps after.
+// writes each token's row to the pool for the steps after; it reads those
+// rows rounded as the pool holds them, so a step's result does not depend
+// on which of the two kernels appended.
 #pragma once
 
 #include "common.cuh"
 #include "matmul.cuh"
+#include "storage.cuh"
 
 namespace kiln {
+
+// The pool's element types: an element as a float, a float as an element,
+// and a float rounded as the pool would hold it.
+struct KvF32 {
+  using Elem = float;
+  __device__ static float Load(const float* p) { return *p; }
+  __device__ static float From(float x) { return x; }
+  __device__ static float Round(float x) { return x; }
+};
+struct KvF16 {
+  using Elem = unsigned short;  // the half's bits
+  __device__ static float Load(const unsigned short* p) { return HalfToFloat(*p); }
+  __device__ static unsigned short From(float x) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    return h;
+  }
+  __device__ static float Round(float x) { return HalfToFloat(From(x)); }
+};
 
 constexpr int kAttnWarps = 4;
 // Positions a warp takes at a time: their K and V rows are loaded together
@@ -26,10 +49,13 @@ constexpr int kAttnPositions = 4;
 // The smallest context slice a block takes (two steps per warp).
 constexpr int kMinSlice = 2 * kAttnPositions * kAttnWarps;
 
-__device__ __forceinline__ const float* PoolRow(const PagePoolView& pool, int layer, int v_half, int page, int slot) {
+template <class Kv>
+__device__ __forceinline__ typename Kv::Elem* PoolRow(const PagePoolView& pool, int layer, int v_half, int page,
+                                                      int slot) {
   const long long row = static_cast<long long>(pool.kv_heads) * pool.head_dim;
   const long long half = pool.num_pages * pool.page_size * row;
-  return pool.data + (2LL * layer + v_half) * half + (static_cast<long long>(page) * pool.page_size + slot) * row;
+  return static_cast<typename Kv::Elem*>(pool.data) + (2LL * layer + v_half) * half +
+         (static_cast<long long>(page) * pool.page_size + slot) * row;
 }
 
 // Positions per slice for a context of n: at least kMinSlice, 32-aligned.
@@ -48,6 +74,7 @@ __device__ __forceinline__ bool PrefillTileDone(const AttentionParams& p, const 
 }
 
 // grid (bucket tokens, kv_heads): one block per token and KV head.
+template <class Kv>
 __global__ void __launch_bounds__(128) kv_append_kernel(AttentionParams p) {
   WaitForPrevious();
   const int t = blockIdx.x, kvh = blockIdx.y;
@@ -58,32 +85,34 @@ __global__ void __launch_bounds__(128) kv_append_kernel(AttentionParams p) {
   const int page = p.block_tables[static_cast<long long>(s) * p.pages_stride + pos / p.pool.page_size];
   const int slot = pos % p.pool.page_size;
   const int hd = p.pool.head_dim, width = p.pool.kv_heads * hd;
-  float* krow = const_cast<float*>(PoolRow(p.pool, p.layer, 0, page, slot));
-  float* vrow = const_cast<float*>(PoolRow(p.pool, p.layer, 1, page, slot));
+  typename Kv::Elem* krow = PoolRow<Kv>(p.pool, p.layer, 0, page, slot);
+  typename Kv::Elem* vrow = PoolRow<Kv>(p.pool, p.layer, 1, page, slot);
   const float* k = p.k + static_cast<long long>(t) * width + kvh * hd;
   const float* v = p.v + static_cast<long long>(t) * width + kvh * hd;
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     const float kd = p.use_rope ? RopeElement(p.rope, k, d, pos) : k[d];
     const float vd = v[d];
-    krow[kvh * hd + d] = kd;
-    vrow[kvh * hd + d] = vd;
+    krow[kvh * hd + d] = Kv::From(kd);
+    vrow[kvh * hd + d] = Kv::From(vd);
   }
 }
 
 // Steps without prefill tiles: asks L2 for the K and V rows from earlier
 // steps (before `first_pos`) that this warp reads first, before
 // attention_kernel waits for the launch before it (which writes only this
-// step's rows). A lane a 128-byte line: 4 positions x (K, V) x 4 lines of a
-// 128-float row.
-template <int kD>
+// step's rows). A lane a 128-byte line: 4 positions x (K, V) x up to 4
+// lines of a row (4 of a 128-float row, 2 of a 128-half one).
+template <int kD, class Kv>
 __device__ __forceinline__ void PrefetchFirstRows(const AttentionParams& p, const int* table, int kv_head, int begin,
                                                   int end, int first_pos) {
+  constexpr int kLine = 128 / sizeof(typename Kv::Elem);  // elements a line
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int u = lane / 8, piece = lane % 8;
   const int j = begin + kAttnPositions * warp + u;
-  if (!p.append || (piece % 4) * 32 >= kD || j >= min(first_pos, end)) return;
+  if (!p.append || (piece % 4) * kLine >= kD || j >= min(first_pos, end)) return;
   const int page = table[j / p.pool.page_size];
-  PrefetchL2(PoolRow(p.pool, p.layer, piece / 4, page, j % p.pool.page_size) + kv_head * kD + (piece % 4) * 32);
+  PrefetchL2(PoolRow<Kv>(p.pool, p.layer, piece / 4, page, j % p.pool.page_size) + kv_head * kD +
+             (piece % 4) * kLine);
 }
 
 // A one-token step's merged head (outputs `first` .. of o's input, dim
@@ -102,7 +131,7 @@ __device__ __forceinline__ void StageMergedHead(const AttentionParams& p, int fi
 }
 
 // grid (bucket tokens, num_heads, splits), kAttnWarps warps.
-template <int kD>
+template <int kD, class Kv>
 __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionParams p) {
   // The step's inputs (counts, positions, query starts, block tables) are
   // read before the wait: the graph's first launch waited for them, and
@@ -122,7 +151,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   const int page_size = p.pool.page_size;
   const int q0 = token ? p.query_starts[s] : 0;
   const int first_pos = p.append && token ? p.positions[q0] : n;
-  if (token && begin < n) PrefetchFirstRows<kD>(p, table, kv_head, begin, end, first_pos);
+  if (token && begin < n) PrefetchFirstRows<kD, Kv>(p, table, kv_head, begin, end, first_pos);
   WaitForPrevious();
   if (!token || begin >= n) return;  // empty slices are not counted by the merge either
 
@@ -142,11 +171,11 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   const float* vsrc = p.v + static_cast<long long>(t) * p.pool.kv_heads * kD + kv_head * kD;
   if (p.append && pos < end && h % (p.num_heads / p.pool.kv_heads) == 0) {
     const int page = table[pos / page_size], slot = pos % page_size;
-    float* krow = const_cast<float*>(PoolRow(p.pool, p.layer, 0, page, slot)) + kv_head * kD;
-    float* vrow = const_cast<float*>(PoolRow(p.pool, p.layer, 1, page, slot)) + kv_head * kD;
+    typename Kv::Elem* krow = PoolRow<Kv>(p.pool, p.layer, 0, page, slot) + kv_head * kD;
+    typename Kv::Elem* vrow = PoolRow<Kv>(p.pool, p.layer, 1, page, slot) + kv_head * kD;
     for (int d = threadIdx.x; d < kD; d += blockDim.x) {
-      krow[d] = p.use_rope ? RopeElement(p.rope, ksrc, d, pos) : ksrc[d];
-      vrow[d] = vsrc[d];
+      krow[d] = Kv::From(p.use_rope ? RopeElement(p.rope, ksrc, d, pos) : ksrc[d]);
+      vrow[d] = Kv::From(vsrc[d]);
     }
   }
   __syncthreads();
@@ -158,8 +187,8 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   // page size a shift, not a division.
   const long long row_stride = static_cast<long long>(p.pool.kv_heads) * kD;
   const long long half = static_cast<long long>(p.pool.num_pages) * page_size * row_stride;
-  const float* k_base = p.pool.data + 2LL * p.layer * half + kv_head * kD;
-  const float* v_base = k_base + half;
+  const typename Kv::Elem* k_base = static_cast<const typename Kv::Elem*>(p.pool.data) + 2LL * p.layer * half + kv_head * kD;
+  const typename Kv::Elem* v_base = k_base + half;
   const bool page_pow2 = (page_size & (page_size - 1)) == 0;
   const int page_shift = __ffs(page_size) - 1;
 
@@ -181,25 +210,25 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
       const int page_index = page_pow2 ? j >> page_shift : j / page_size;
       const int page = table[page_index], slot = j - page_index * page_size;
       const long long row = static_cast<long long>(page * page_size + slot) * row_stride;
-      const float* krow = k_base + row;
-      const float* vrow = v_base + row;
-      if (j >= first_pos) {  // a row of this step, from k/v (uniform per warp)
+      const typename Kv::Elem* krow = k_base + row;
+      const typename Kv::Elem* vrow = v_base + row;
+      if (j >= first_pos) {  // a row of this step, from k/v, as the pool holds it (uniform per warp)
         const long long tj = q0 + (j - first_pos);
         const float* kj = p.k + tj * p.pool.kv_heads * kD + kv_head * kD;
         const float* vj = p.v + tj * p.pool.kv_heads * kD + kv_head * kD;
 #pragma unroll
         for (int g = 0; g < kGroups; ++g) {
           const int d = lane + 32 * g;
-          kr[u][g] = d < kD ? (p.use_rope ? RopeElement(p.rope, kj, d, j) : kj[d]) : 0.0f;
-          vr[u][g] = d < kD ? vj[d] : 0.0f;
+          kr[u][g] = d < kD ? Kv::Round(p.use_rope ? RopeElement(p.rope, kj, d, j) : kj[d]) : 0.0f;
+          vr[u][g] = d < kD ? Kv::Round(vj[d]) : 0.0f;
         }
         continue;
       }
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
         const int d = lane + 32 * g;
-        kr[u][g] = d < kD ? krow[d] : 0.0f;
-        vr[u][g] = d < kD ? vrow[d] : 0.0f;
+        kr[u][g] = d < kD ? Kv::Load(krow + d) : 0.0f;
+        vr[u][g] = d < kD ? Kv::Load(vrow + d) : 0.0f;
       }
     }
     float score[kAttnPositions];

@@ -1,9 +1,9 @@
 // Causal attention for tiles of kPrefillTileTokens consecutive tokens of one
 // sequence (prefill), flash-attention style on tensor cores: a block of 4
 // warps takes one tile and one query head, each warp 16 of its tokens. K and
-// V come from the f32 page pool kPrefillTileTokens positions at a time,
-// rounded to f16 in shared memory once for the whole tile (attention_kernel
-// reads them again for every token); scores S = Q K^T and the output
+// V come from the page pool kPrefillTileTokens positions at a time, in f16
+// in shared memory (an f32 pool's rounded once for the whole tile, where
+// attention_kernel reads them again for every token); scores S = Q K^T and the output
 // O += P V are mma.sync m16n8k16 with f32 sums, P kept in registers (the
 // score fragment of two 8-position tiles is the A fragment of one 16-position
 // step), and the softmax is online per row. Tiles whose tokens span more than
@@ -17,9 +17,16 @@
 
 namespace kiln {
 
+// Four pool elements from p as packed halves (an f32 pool's rounded).
+__device__ __forceinline__ uint2 FourHalves(const float* p) {
+  const float4 v = *reinterpret_cast<const float4*>(p);
+  return {PackHalf2(v.x, v.y), PackHalf2(v.z, v.w)};
+}
+__device__ __forceinline__ uint2 FourHalves(const unsigned short* p) { return *reinterpret_cast<const uint2*>(p); }
+
 // grid (ceil(bucket / kPrefillTileTokens), num_heads), 128 threads; kD a
 // multiple of 16, at most 128.
-template <int kD>
+template <int kD, class Kv>
 __global__ void __launch_bounds__(128) attention_prefill_kernel(AttentionParams p) {
   WaitForPrevious();
   static_assert(kD % 16 == 0 && kD <= 128, "head dims of 16..128 in steps of 16");
@@ -76,14 +83,17 @@ __global__ void __launch_bounds__(128) attention_prefill_kernel(AttentionParams 
 
   // K and V rows of the tile's positions (null past n), double-buffered so
   // a tile's pointers are written while no thread reads that buffer.
-  __shared__ const float* rows[2][kT];
-  const long long v_offset = static_cast<long long>(PoolRow(p.pool, p.layer, 1, 0, 0) - PoolRow(p.pool, p.layer, 0, 0, 0));
+  using Elem = typename Kv::Elem;
+  __shared__ const Elem* rows[2][kT];
+  const long long v_offset =
+      static_cast<long long>(PoolRow<Kv>(p.pool, p.layer, 1, 0, 0) - PoolRow<Kv>(p.pool, p.layer, 0, 0, 0));
   for (int j0 = 0; j0 < n; j0 += kT) {
     const int buf = (j0 / kT) % 2;
     if (threadIdx.x < kT) {
       const int j = j0 + threadIdx.x;
       rows[buf][threadIdx.x] =
-          j < n ? PoolRow(p.pool, p.layer, 0, table[j / p.pool.page_size], j % p.pool.page_size) + kv_head * kD : nullptr;
+          j < n ? PoolRow<Kv>(p.pool, p.layer, 0, table[j / p.pool.page_size], j % p.pool.page_size) + kv_head * kD
+                : nullptr;
     }
     __syncthreads();  // every warp is done with the previous K and V (and Q's staging); the pointers are ready
     {
@@ -94,23 +104,23 @@ __global__ void __launch_bounds__(128) attention_prefill_kernel(AttentionParams 
       constexpr int kChunks = kD / 4, kPer = kT * kChunks / 128, kBatch = kPer < 8 ? kPer : 8;
 #pragma unroll
       for (int b0 = 0; b0 < kPer; b0 += kBatch) {
-        float4 kv[kBatch], vv[kBatch];
+        uint2 kv[kBatch], vv[kBatch];
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
           const int i = threadIdx.x + 128 * (b0 + b);
-          const float* krow = b0 + b < kPer ? rows[buf][i / kChunks] : nullptr;
-          kv[b] = vv[b] = {0.0f, 0.0f, 0.0f, 0.0f};
+          const Elem* krow = b0 + b < kPer ? rows[buf][i / kChunks] : nullptr;
+          kv[b] = vv[b] = {0u, 0u};
           if (krow != nullptr) {
-            kv[b] = *reinterpret_cast<const float4*>(krow + 4 * (i % kChunks));
-            vv[b] = *reinterpret_cast<const float4*>(krow + v_offset + 4 * (i % kChunks));
+            kv[b] = FourHalves(krow + 4 * (i % kChunks));
+            vv[b] = FourHalves(krow + v_offset + 4 * (i % kChunks));
           }
         }
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
           if (b0 + b >= kPer) break;
           const int i = threadIdx.x + 128 * (b0 + b), r = i / kChunks, d = 4 * (i % kChunks);
-          *reinterpret_cast<uint2*>(&ks[r][d]) = {PackHalf2(kv[b].x, kv[b].y), PackHalf2(kv[b].z, kv[b].w)};
-          *reinterpret_cast<uint2*>(&vs[r][d]) = {PackHalf2(vv[b].x, vv[b].y), PackHalf2(vv[b].z, vv[b].w)};
+          *reinterpret_cast<uint2*>(&ks[r][d]) = kv[b];
+          *reinterpret_cast<uint2*>(&vs[r][d]) = vv[b];
         }
       }
     }

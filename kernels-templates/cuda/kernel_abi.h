@@ -336,7 +336,7 @@ struct RopeParams {
 
 // The f32 KV page pool: [layer][K, V][page][slot][kv_head][head_dim].
 struct PagePoolView {
-  float* data;
+  void* data;  // f32 or f16 elements, as the kernel's KvF32 / KvF16 says
   long long num_pages;
   int page_size;
   int kv_heads;

@@ -2,9 +2,25 @@
 // RUN: kiln-opt %s -split-input-file -allow-unregistered-dialect -verify-diagnostics --kiln-paged-attention=page-size=32 | FileCheck %s --check-prefix=P32
 // RUN: not kiln-opt %s -split-input-file -allow-unregistered-dialect --kiln-paged-attention=page-size=0 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not kiln-opt %s -split-input-file -allow-unregistered-dialect --kiln-paged-attention=page-size=-8 2>&1 | FileCheck %s --check-prefix=NEG
+// RUN: kiln-opt %s -split-input-file -allow-unregistered-dialect -verify-diagnostics "--kiln-paged-attention=kv-type=f16" | FileCheck %s --check-prefix=F16
+// RUN: kiln-opt %s -split-input-file -allow-unregistered-dialect -verify-diagnostics "--kiln-paged-attention=kv-type=f32" | FileCheck %s --check-prefix=F32
+// RUN: not kiln-opt %s -split-input-file -allow-unregistered-dialect "--kiln-paged-attention=kv-type=bf16" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // ZERO: error: kiln-paged-attention: page-size must be positive, got 0
 // NEG: error: kiln-paged-attention: page-size must be positive, got -8
+// BAD: error: kiln-paged-attention: kv-type must be f32 or f16, got 'bf16'
+
+// kv-type sets the pool's element type, whatever the cache's (f32 in
+// @step, f16 in @slots_without_roles); the attentions read that pool.
+// F16-LABEL: func.func @step(
+// F16-SAME: !kiln.page_pool<2 x 1 x 8, page 16, f16> {kiln.max_tokens = 256 : i64, kiln.role = "kv"})
+// F16-COUNT-2: kiln.paged_attention {{.*}} !kiln.page_pool<2 x 1 x 8, page 16, f16>
+// F16-LABEL: func.func @slots_without_roles(
+// F16-SAME: !kiln.page_pool<1 x 1 x 8, page 16, f16>
+// F32-LABEL: func.func @step(
+// F32-SAME: !kiln.page_pool<2 x 1 x 8, page 16, f32>
+// F32-LABEL: func.func @slots_without_roles(
+// F32-SAME: !kiln.page_pool<1 x 1 x 8, page 16, f32>
 
 // A two-layer step as the importer writes it: the cache argument becomes a
 // page pool (its positions per slot kept as kiln.max_tokens), cache_slots

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "runtime/cpu/cpu_isa.h"
+#include "runtime/util/half.h"
 
 #if defined(__x86_64__)
 #include "runtime/cpu/lane_sums_avx512.h"
@@ -17,6 +19,9 @@ namespace kiln::cpu {
 namespace {
 
 absl::Status Validate(const AttentionBatch& b, const AttentionParams& p, const PagePool& pool) {
+  if ((pool.data == nullptr) == (pool.data_f16 == nullptr)) {
+    return absl::InvalidArgumentError("PagedAttention: the page pool needs exactly one of f32 and f16 data");
+  }
   if (pool.layers <= 0 || pool.num_pages <= 0 || pool.page_size <= 0 || pool.kv_heads <= 0 ||
       pool.head_dim <= 0) {
     return absl::InvalidArgumentError("PagedAttention: page pool has an empty dimension");
@@ -69,18 +74,28 @@ absl::Status Validate(const AttentionBatch& b, const AttentionParams& p, const P
   return absl::OkStatus();
 }
 
+inline float ToF32(float x) { return x; }
+inline float ToF32(uint16_t x) { return F16ToF32(x); }
+
 // Four running sums: independent chains, and a fixed order of operations.
-float Dot(const float* a, const float* b, int64_t n) {
+template <class T>
+float Dot(const float* a, const T* b, int64_t n) {
   float s[4] = {0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
-    for (int j = 0; j < 4; ++j) s[j] += a[i + j] * b[i + j];
+    for (int j = 0; j < 4; ++j) s[j] += a[i + j] * ToF32(b[i + j]);
   }
-  for (; i < n; ++i) s[0] += a[i] * b[i];
+  for (; i < n; ++i) s[0] += a[i] * ToF32(b[i]);
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
 #if defined(__x86_64__)
+
+// Eight elements of a K or V row as floats.
+KILN_AVX2 inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+KILN_AVX2 inline __m256 Load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 
 // e^x for x <= 0 (softmax's shifted scores), eight at a time: x = n ln2 + r
 // with |r| <= ln2 / 2 (ln2 in two parts), e^r by its Taylor polynomial of
@@ -123,17 +138,17 @@ KILN_AVX2 inline __m256 LaneSums8(const __m256* v) {
 // elements from c0 (16 registers: 4 x 2 accumulators, the V row, the weight).
 constexpr int kPassHeads8 = 4;
 
-template <int kVecs, class RowOf>
-KILN_AVX2 void WeightedValuesAvx2(const float* values, const RowOf& row_of, int64_t n, int64_t c0, const float* p,
+template <int kVecs, class T, class RowOf>
+KILN_AVX2 void WeightedValuesAvx2(const T* values, const RowOf& row_of, int64_t n, int64_t c0, const float* p,
                                   int64_t p_stride, int heads, const float* inv, float* o, int64_t o_stride) {
   __m256 acc[kPassHeads8][kVecs];
   for (int g = 0; g < kPassHeads8; ++g) {
     for (int c = 0; c < kVecs; ++c) acc[g][c] = _mm256_setzero_ps();
   }
   for (int64_t j = 0; j < n; ++j) {
-    const float* v = values + row_of(j) + c0;
+    const T* v = values + row_of(j) + c0;
     __m256 vv[kVecs];
-    for (int c = 0; c < kVecs; ++c) vv[c] = _mm256_loadu_ps(v + 8 * c);
+    for (int c = 0; c < kVecs; ++c) vv[c] = Load8(v + 8 * c);
     for (int g = 0; g < kPassHeads8; ++g) {
       if (g >= heads) break;
       const __m256 e = _mm256_set1_ps(p[g * p_stride + j]);
@@ -150,21 +165,21 @@ KILN_AVX2 void WeightedValuesAvx2(const float* values, const RowOf& row_of, int6
 // As AttendHeadsAvx512 (below) on eight lanes (head_dim a multiple of 8):
 // scores eight positions at a time, each block of K rows read once for
 // every head; V rows once a pass for up to kPassHeads8 heads.
-template <class RowOf>
-KILN_AVX2 void AttendHeadsAvx2(const float* q, int64_t heads, const float* keys, const float* values,
+template <class T, class RowOf>
+KILN_AVX2 void AttendHeadsAvx2(const float* q, int64_t heads, const T* keys, const T* values,
                                const RowOf& row_of, int64_t n, int64_t d, float scale, float* scores, float* inv,
                                float* o) {
   const int64_t n8 = (n + 7) / 8 * 8;
   const __m256 vscale = _mm256_set1_ps(scale);
   for (int64_t j0 = 0; j0 < n8; j0 += 8) {
-    const float* k[8];
+    const T* k[8];
     for (int i = 0; i < 8; ++i) k[i] = keys + row_of(std::min<int64_t>(j0 + i, n - 1));
     for (int64_t h = 0; h < heads; ++h) {
       __m256 acc[8];
       for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
       for (int64_t c = 0; c < d; c += 8) {
         const __m256 qv = _mm256_loadu_ps(q + h * d + c);
-        for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[i] + c), acc[i]);
+        for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(qv, Load8(k[i] + c), acc[i]);
       }
       _mm256_storeu_ps(scores + h * n8 + j0, _mm256_mul_ps(LaneSums8(acc), vscale));
     }
@@ -201,6 +216,12 @@ KILN_AVX2 void AttendHeadsAvx2(const float* q, int64_t heads, const float* keys,
 
 #define KILN_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512dq,avx512bw,avx512vl")))
 
+// Sixteen elements of a K or V row as floats.
+KILN_AVX512 inline __m512 Load16(const float* p) { return _mm512_loadu_ps(p); }
+KILN_AVX512 inline __m512 Load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
 // ExpNonPositive on sixteen lanes.
 KILN_AVX512 inline __m512 ExpNonPositive16(__m512 x) {
   const __m512 lo = _mm512_set1_ps(-87.3f);
@@ -222,17 +243,17 @@ KILN_AVX512 inline __m512 ExpNonPositive16(__m512 x) {
 // read once for all of them.
 constexpr int kPassHeads = 6;
 
-template <int kVecs, class RowOf>
-KILN_AVX512 void WeightedValues(const float* values, const RowOf& row_of, int64_t n, int64_t c0, const float* p,
+template <int kVecs, class T, class RowOf>
+KILN_AVX512 void WeightedValues(const T* values, const RowOf& row_of, int64_t n, int64_t c0, const float* p,
                                 int64_t p_stride, int heads, const float* inv, float* o, int64_t o_stride) {
   __m512 acc[kPassHeads][kVecs];
   for (int g = 0; g < kPassHeads; ++g) {
     for (int c = 0; c < kVecs; ++c) acc[g][c] = _mm512_setzero_ps();
   }
   for (int64_t j = 0; j < n; ++j) {
-    const float* v = values + row_of(j) + c0;
+    const T* v = values + row_of(j) + c0;
     __m512 vv[kVecs];
-    for (int c = 0; c < kVecs; ++c) vv[c] = _mm512_loadu_ps(v + 16 * c);
+    for (int c = 0; c < kVecs; ++c) vv[c] = Load16(v + 16 * c);
     for (int g = 0; g < kPassHeads; ++g) {
       if (g >= heads) break;
       const __m512 e = _mm512_set1_ps(p[g * p_stride + j]);
@@ -254,21 +275,21 @@ KILN_AVX512 void WeightedValues(const float* values, const RowOf& row_of, int64_
 // each head's exponentials; then V rows read once a pass for up to
 // kPassHeads heads. A head's operations do not depend on which heads share
 // its item, so results do not depend on the thread count.
-template <class RowOf>
-KILN_AVX512 void AttendHeadsAvx512(const float* q, int64_t heads, const float* keys, const float* values,
+template <class T, class RowOf>
+KILN_AVX512 void AttendHeadsAvx512(const float* q, int64_t heads, const T* keys, const T* values,
                                    const RowOf& row_of, int64_t n, int64_t d, float scale, float* scores, float* inv,
                                    float* o) {
   const int64_t n16 = (n + 15) / 16 * 16;
   const __m512 vscale = _mm512_set1_ps(scale);
   for (int64_t j0 = 0; j0 < n16; j0 += 16) {
-    const float* k[16];
+    const T* k[16];
     for (int i = 0; i < 16; ++i) k[i] = keys + row_of(std::min<int64_t>(j0 + i, n - 1));
     for (int64_t h = 0; h < heads; ++h) {
       __m512 acc[16];
       for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
       for (int64_t c = 0; c < d; c += 16) {
         const __m512 qv = _mm512_loadu_ps(q + h * d + c);
-        for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k[i] + c), acc[i]);
+        for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(qv, Load16(k[i] + c), acc[i]);
       }
       _mm512_storeu_ps(scores + h * n16 + j0, _mm512_mul_ps(LaneSums16(acc), vscale));
     }
@@ -314,11 +335,10 @@ KILN_AVX512 void AttendHeadsAvx512(const float* q, int64_t heads, const float* k
 
 #endif  // __x86_64__
 
-}  // namespace
-
-absl::Status PagedAttention(const AttentionBatch& b, const AttentionParams& p, const PagePool& pool,
-                            float* out, ThreadPool& threads) {
-  if (absl::Status st = Validate(b, p, pool); !st.ok()) return st;
+// PagedAttention over the pool's elements, `data` (float or uint16_t halves).
+template <class T>
+void AttendAll(const AttentionBatch& b, const AttentionParams& p, const PagePool& pool, T* data, float* out,
+               ThreadPool& threads) {
   const int64_t d = pool.head_dim;
   const int64_t kv_width = pool.kv_heads * d;
   const int64_t q_width = p.num_heads * d;
@@ -339,13 +359,18 @@ absl::Status PagedAttention(const AttentionBatch& b, const AttentionParams& p, c
     const int32_t page = b.block_tables[s * b.max_pages + pos / pool.page_size];
     return pool.KOffset(p.layer, page, pos % pool.page_size);
   };
-  const float* keys = pool.data;
-  const float* values = pool.data + pool.half_elements();
+  const T* keys = data;
+  const T* values = data + pool.half_elements();
 
   for (int64_t i = 0; i < b.tokens; ++i) {
     const int64_t row = row_of(seq_of[i], b.positions[i]);
-    std::copy_n(b.k + i * kv_width, kv_width, pool.data + row);
-    std::copy_n(b.v + i * kv_width, kv_width, pool.data + row + pool.half_elements());
+    if constexpr (std::is_same_v<T, float>) {
+      std::copy_n(b.k + i * kv_width, kv_width, data + row);
+      std::copy_n(b.v + i * kv_width, kv_width, data + row + pool.half_elements());
+    } else {
+      std::transform(b.k + i * kv_width, b.k + (i + 1) * kv_width, data + row, F32ToF16);
+      std::transform(b.v + i * kv_width, b.v + (i + 1) * kv_width, data + row + pool.half_elements(), F32ToF16);
+    }
   }
 
 #if defined(__x86_64__)
@@ -381,7 +406,7 @@ absl::Status PagedAttention(const AttentionBatch& b, const AttentionParams& p, c
         }
       }
     });
-    return absl::OkStatus();
+    return;
   }
 #endif
   threads.ParallelFor(b.tokens * p.num_heads, 4, [&](int64_t begin, int64_t end) {
@@ -403,13 +428,25 @@ absl::Status PagedAttention(const AttentionBatch& b, const AttentionParams& p, c
       for (int64_t j = 0; j < n; ++j) {
         const float e = std::exp(scores[j] - max);
         sum += e;
-        const float* v = values + row_of(s, j) + kv_offset;
-        for (int64_t c = 0; c < d; ++c) o[c] += e * v[c];
+        const T* v = values + row_of(s, j) + kv_offset;
+        for (int64_t c = 0; c < d; ++c) o[c] += e * ToF32(v[c]);
       }
       const float inv = 1.0f / sum;
       for (int64_t c = 0; c < d; ++c) o[c] *= inv;
     }
   });
+}
+
+}  // namespace
+
+absl::Status PagedAttention(const AttentionBatch& b, const AttentionParams& p, const PagePool& pool,
+                            float* out, ThreadPool& threads) {
+  if (absl::Status st = Validate(b, p, pool); !st.ok()) return st;
+  if (pool.data_f16 != nullptr) {
+    AttendAll(b, p, pool, pool.data_f16, out, threads);
+  } else {
+    AttendAll(b, p, pool, pool.data, out, threads);
+  }
   return absl::OkStatus();
 }
 

@@ -1,4 +1,4 @@
-// Causal grouped-query attention over a paged f32 KV cache, for a ragged
+// Causal grouped-query attention over a paged f32 or f16 KV cache, for a ragged
 // batch (kiln.paged_attention): S sequences, T tokens in all, the tokens of
 // sequence s being query_starts[s] .. query_starts[s + 1] - 1.
 #pragma once
@@ -10,14 +10,16 @@
 
 namespace kiln::cpu {
 
-// The KV cache of every layer: one f32 array holding, per layer, the keys of
-// every page and then the values of every page:
+// The KV cache of every layer: one f32 (or f16) array holding, per layer,
+// the keys of every page and then the values of every page:
 //   data[layer][0 = K, 1 = V][page][slot][kv_head][head_dim]  (row-major).
 // Position p of a sequence with block table bt lives at page bt[p / page_size],
 // slot p % page_size; one token's K (or V) for all kv heads is one contiguous
-// row of kv_heads * head_dim floats, so appending a token is two row copies.
+// row of kv_heads * head_dim elements, so appending a token is two row copies
+// (rounded to nearest even in f16).
 struct PagePool {
-  float* data = nullptr;  // elements() floats
+  float* data = nullptr;         // elements() floats, or
+  uint16_t* data_f16 = nullptr;  // elements() halves: exactly one of the two is set
   int64_t layers = 0;
   int64_t num_pages = 0;
   int64_t page_size = 0;
@@ -25,10 +27,10 @@ struct PagePool {
   int64_t head_dim = 0;
 
   int64_t row_width() const { return kv_heads * head_dim; }
-  // Floats of the K (or V) half of one layer.
+  // Elements of the K (or V) half of one layer.
   int64_t half_elements() const { return num_pages * page_size * row_width(); }
   int64_t elements() const { return layers * 2 * half_elements(); }
-  // Offsets (in floats) of the K and V rows of (layer, page, slot).
+  // Offsets (in elements) of the K and V rows of (layer, page, slot).
   int64_t KOffset(int64_t layer, int64_t page, int64_t slot) const {
     return 2 * layer * half_elements() + (page * page_size + slot) * row_width();
   }
@@ -61,7 +63,8 @@ struct AttentionParams {
 // position p of sequence s and every query head h computes
 //   out[t, h] = sum_{j <= p} softmax_j(scale * q[t, h] · K_s[j, h / group]) V_s[j, h / group]
 // with group = num_heads / kv_heads: causal attention over positions 0..p of
-// the sequence, cached or just written. Two passes in f32 (scores, then
+// the sequence, cached or just written (so in f16 a token's own K and V are
+// read back rounded, as later steps read them). Two passes in f32 (scores, then
 // exp-weighted sum of V) per (token, head), the heads of one kv head taken
 // together (each K and V row read once for all of them; 16 lanes with
 // AVX-512, 8 with AVX2), spread over the thread pool; a (token, head)'s

@@ -58,7 +58,9 @@ namespace kiln::cuda {
 // matmuls prefetch weights before that (MatmulParams::prefetch_steps).
 // 18: one-token decode attention stages o's int8 activations
 // (AttentionParams::stage_image).
-constexpr uint32_t kBundleVersion = 18;
+// 19: the attention kernels take the pool's element type (<..., kiln::KvF32>
+// or kiln::KvF16: an f16 page pool, kiln compile --kv-type f16).
+constexpr uint32_t kBundleVersion = 19;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

@@ -1202,7 +1202,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         }
         if (*layer < 0 || *layer >= plan_.pool.layers) return LaunchError(l, "layer outside the page pool");
         if (*heads <= 0 || *heads % plan_.pool.kv_heads != 0) return LaunchError(l, "num_heads is not a multiple of kv_heads");
-        ap.pool = PagePoolView{reinterpret_cast<float*>(pool_), num_pages_, static_cast<int>(plan_.pool.page_size),
+        ap.pool = PagePoolView{reinterpret_cast<void*>(pool_), num_pages_, static_cast<int>(plan_.pool.page_size),
                                static_cast<int>(plan_.pool.kv_heads), static_cast<int>(plan_.pool.head_dim)};
         ap.layer = static_cast<int>(*layer);
         ap.num_heads = static_cast<int>(*heads);

@@ -214,20 +214,32 @@ absl::StatusOr<std::vector<KernelCall>> LowerLaunch(const Plan& plan, const Plan
   if (op == "argmax") return std::vector<KernelCall>{Simple(KernelKind::kArgmax, "kiln::argmax_kernel")};
   if (op == "rope") return std::vector<KernelCall>{Simple(KernelKind::kRope, "kiln::rope_kernel")};
   if (op == "paged_attention") {
+    // The pool's element type: the launch's kv_type where it has one, else the plan's.
+    std::string kv_type = plan.pool.f16 ? "f16" : "f32";
     if (l.constants.Find("kv_type")) {
       absl::StatusOr<std::string> kv = l.String("kv_type");
       if (!kv.ok()) return kv.status();
-      if (*kv != "f32") return LaunchError(l, "the CUDA backend keeps the KV cache in f32 only, not " + *kv);
+      kv_type = *kv;
     }
+    if (kv_type != "f32" && kv_type != "f16") {
+      return LaunchError(l, "the CUDA backend keeps the KV cache in f32 or f16, not " + kv_type);
+    }
+    if ((kv_type == "f16") != plan.pool.f16) {
+      return LaunchError(l, "kv_type " + kv_type + " differs from the page pool's");
+    }
+    const std::string kv = kv_type == "f16" ? "kiln::KvF16" : "kiln::KvF32";
     absl::StatusOr<int64_t> hd = l.Int("head_dim");
     if (!hd.ok()) return hd.status();
     if (*hd <= 0 || *hd > 256) return LaunchError(l, absl::StrCat("head_dim ", *hd, " is outside 1..256"));
-    std::vector<KernelCall> calls = {Simple(KernelKind::kKvAppend, "kiln::kv_append_kernel")};
+    if (kv_type == "f16" && *hd % 4 != 0) return LaunchError(l, "an f16 KV cache needs head_dim a multiple of 4");
+    std::vector<KernelCall> calls = {
+        Simple(KernelKind::kKvAppend, absl::StrCat("kiln::kv_append_kernel<", kv, ">"))};
     // Tensor-core tiles for head dims the kernel's fragments cover.
     if (*hd % 16 == 0 && *hd <= 128) {
-      calls.push_back(Simple(KernelKind::kAttentionPrefill, absl::StrCat("kiln::attention_prefill_kernel<", *hd, ">")));
+      calls.push_back(
+          Simple(KernelKind::kAttentionPrefill, absl::StrCat("kiln::attention_prefill_kernel<", *hd, ", ", kv, ">")));
     }
-    calls.push_back(Simple(KernelKind::kAttention, absl::StrCat("kiln::attention_kernel<", *hd, ">")));
+    calls.push_back(Simple(KernelKind::kAttention, absl::StrCat("kiln::attention_kernel<", *hd, ", ", kv, ">")));
     return calls;
   }
   return LaunchError(l, "the CUDA backend has no kernel for op '" + op + "'");

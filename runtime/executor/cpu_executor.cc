@@ -114,7 +114,11 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(Plan plan, cons
     ex->num_pages_ = *pages;
   }
   const int64_t per_layer = ex->num_pages_ * p.pool.page_size * p.pool.kv_heads * p.pool.head_dim;
-  ex->kv_.assign(static_cast<size_t>(2 * p.pool.layers * per_layer), 0.0f);
+  if (p.pool.f16) {
+    ex->kv_f16_.assign(static_cast<size_t>(2 * p.pool.layers * per_layer), 0);
+  } else {
+    ex->kv_.assign(static_cast<size_t>(2 * p.pool.layers * per_layer), 0.0f);
+  }
   return ex;
 }
 
@@ -371,8 +375,8 @@ absl::Status CpuExecutor::RunAttentionOrRope(const PlanLaunch& l, const StepBatc
   ab.block_tables = batch.block_tables.data();
   ab.max_pages = batch.pages_per_seq;
   cpu::AttentionParams params{*layer, *heads, static_cast<float>(*scale)};
-  cpu::PagePool pool{kv_.data(), plan_.pool.layers, num_pages_, plan_.pool.page_size, plan_.pool.kv_heads,
-                     plan_.pool.head_dim};
+  cpu::PagePool pool{plan_.pool.f16 ? nullptr : kv_.data(), plan_.pool.f16 ? kv_f16_.data() : nullptr,
+                     plan_.pool.layers, num_pages_, plan_.pool.page_size, plan_.pool.kv_heads, plan_.pool.head_dim};
   if (const PlanBinding* b = l.Find("result")) rows_at_[b->arena[bucket]] = T;
   return cpu::PagedAttention(ab, params, pool, out, pool_);
 }

@@ -67,7 +67,10 @@ class CpuExecutor final : public Executor {
   cpu::Activations activations_ = cpu::Activations::kInt8;
   std::map<std::string, BoundWeight, std::less<>> weights_;
   std::vector<uint8_t> arena_;
-  std::vector<float> kv_;  // [layer][page][slot][kv_head][head_dim], K then V halves per layer
+  // [layer][page][slot][kv_head][head_dim], K then V halves per layer: in
+  // kv_, or in kv_f16_ when the plan's pool is f16.
+  std::vector<float> kv_;
+  std::vector<uint16_t> kv_f16_;
   std::vector<float> scratch_;
   std::map<int64_t, int64_t> rows_at_;  // arena offset -> rows written there in this step
   int64_t num_pages_ = 0;

@@ -173,6 +173,14 @@ absl::StatusOr<Plan> ParsePlan(std::string_view json) {
         }
         *field = *v->int_value();
       }
+      if (in.Find("kv_type")) {
+        absl::StatusOr<std::string> kv_type = Str(in, "kv_type", "page pool");
+        if (!kv_type.ok()) return kv_type.status();
+        if (*kv_type != "f32" && *kv_type != "f16") {
+          return Bad(absl::StrCat("page pool: kv_type '", *kv_type, "' is not f32 or f16"));
+        }
+        plan.pool.f16 = *kv_type == "f16";
+      }
     }
   }
   if (!have_pool) return Bad("no page_pool input");

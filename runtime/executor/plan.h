@@ -46,8 +46,10 @@ struct PlanWeight {
 
 struct PlanPagePool {
   int64_t layers = 0, kv_heads = 0, head_dim = 0, page_size = 0, max_tokens = 0;
-  // K and V of every layer for one position, f32 as every backend keeps them.
-  int64_t bytes_per_token() const { return 2 * layers * kv_heads * head_dim * 4; }
+  bool f16 = false;  // kv_type: "f16" (halves) or "f32" (plans before kv_type: f32)
+  int64_t element_bytes() const { return f16 ? 2 : 4; }
+  // K and V of every layer for one position.
+  int64_t bytes_per_token() const { return 2 * layers * kv_heads * head_dim * element_bytes(); }
   int64_t page_bytes() const { return bytes_per_token() * page_size; }
 };
 

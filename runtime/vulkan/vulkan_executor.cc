@@ -365,8 +365,7 @@ absl::Status VulkanExecutor::PlaceF16Copy() {
   if (options_.num_pages > 0 || options_.kv_fraction <= 0) {
     const int64_t pages = options_.num_pages > 0 ? options_.num_pages
                                                  : (plan_.pool.max_tokens + plan_.pool.page_size - 1) / plan_.pool.page_size;
-    const VkDeviceSize kv = static_cast<VkDeviceSize>(2 * plan_.pool.layers) * pages * plan_.pool.page_size *
-                            plan_.pool.kv_heads * plan_.pool.head_dim * 4;
+    const VkDeviceSize kv = static_cast<VkDeviceSize>(pages) * plan_.pool.page_bytes();
     fits = at + kv + static_cast<VkDeviceSize>(plan_.arena_bytes.back()) <= free / 20 * 19;
   }
   if (!fits) return absl::OkStatus();

@@ -326,7 +326,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
   if (!scale.ok()) return scale.status();
   if (l.constants.Find("kv_type")) {
     absl::StatusOr<std::string> kv_type = l.String("kv_type");
-    if (!kv_type.ok() || *kv_type != "f32") return Unsupported(l, "the Vulkan KV pages are f32");
+    if (!kv_type.ok() || *kv_type != "f32") return Unsupported(l, "the Vulkan backend keeps its KV pages in f32 (compile with --kv-type f32)");
   }
   if (*kv_heads != p.pool.kv_heads || *head_dim != p.pool.head_dim || *layer < 0 || *layer >= p.pool.layers ||
       *kv_heads <= 0 || *heads % *kv_heads != 0) {

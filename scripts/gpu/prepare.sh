@@ -76,6 +76,9 @@ for tag in stories260K stories260K-f16 stories260K-q8_0-mix stories260K-q4_0-mix
   [ -d "$testdata/golden/$tag" ] && cp -r "$testdata/golden/$tag" "$stage/testdata/golden/"
   chmod -R u+w "$stage/testdata"
 done
+# The same with an f16 KV cache (the Vulkan backend keeps f32 pages: CUDA only).
+"$full_build/tools/kiln/kiln" compile "$testdata/models/stories260K.gguf" --target cuda:sm_90 --kv-type f16 \
+  -o "$stage/artifacts/stories260K-kvf16.kiln" >/dev/null 2>&1 || { echo "compile of stories260K-kvf16 failed" >&2; exit 1; }
 # Llama-3-8B-shaped programs for the benchmarks (scripts/gpu/bench.sh): the
 # weights are synthesised here once (cached) only to compile from; the device
 # synthesises the same file again (kiln synth is deterministic per seed) and
@@ -88,6 +91,11 @@ for type in $big_types; do
   [ -f "$gguf" ] || "$full_build/tools/kiln/kiln" synth --preset llama3-8b --type "$type" -o "$gguf"
   "$full_build/tools/kiln/kiln" compile "$gguf" --program-only --target cuda:sm_90,vulkan \
     -o "$stage/artifacts/llama3-8b-$type.prog.kiln" >/dev/null || { echo "compile of llama3-8b $type failed" >&2; exit 1; }
+  if [ "$type" = q4_k ]; then
+    "$full_build/tools/kiln/kiln" compile "$gguf" --program-only --target cuda:sm_90 --kv-type f16 \
+      -o "$stage/artifacts/llama3-8b-$type-kvf16.prog.kiln" >/dev/null ||
+      { echo "compile of llama3-8b $type with an f16 KV cache failed" >&2; exit 1; }
+  fi
 done
 mkdir -p "$stage/peers"
 cp "$testdata/../peers/"*.md "$stage/peers/"

@@ -82,7 +82,7 @@ TEST(KilnCompile, PrintsPipeline) {
   const testing::CommandResult r = RunKiln("compile m.gguf --quant q4_k --page-size 32 --print-pipeline");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output,
-            "builtin.module(kiln-fuse,kiln-quantize{quant=q4_k group-size=128},kiln-paged-attention{page-size=32},"
+            "builtin.module(kiln-fuse,kiln-quantize{quant=q4_k group-size=128},kiln-paged-attention{page-size=32 kv-type=f32},"
             "kiln-plan-memory,kiln-emit-plan)\n");
 }
 
@@ -122,6 +122,34 @@ TEST(KilnCompile, RejectsBadOptions) {
   r = RunKiln("compile " + Quote(model.string()) + " -o " + Quote(dir.string()));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr(": is a directory"));
+}
+
+// --kv-type f16 halves the page pool (kiln inspect says so, and the plan
+// carries it); the Vulkan backend, which keeps f32 pages, refuses it at
+// compile time with the way out; other types are refused by name.
+TEST(KilnCompile, KvTypeF16HalvesThePagePool) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  const std::filesystem::path dir = testing::ScratchDir("compile_kv_type");
+  for (const std::string type : {"f32", "f16"}) {
+    const std::string out = (dir / (type + ".kiln")).string();
+    testing::CommandResult r = RunKiln("compile " + Quote(model.string()) + " --kv-type " + type + " -o " + Quote(out));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = RunKiln("inspect " + Quote(out));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    // 5 layers x 4 kv heads x 8 dims, K and V, 16 positions a page: 10 KiB in f32.
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat("kv pool: 5 layers x 4 kv heads x 8 head dim, ", type,
+                                                 ", pages of 16 tokens (", type == "f16" ? "10.0" : "20.0", " KiB)")))
+        << r.output;
+  }
+  testing::CommandResult r = RunKiln("compile " + Quote(model.string()) + " --kv-type f16 --target vulkan");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output,
+              HasSubstr("--kv-type f16: the Vulkan backend keeps its KV pages in f32 (compile with --kv-type f32)"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("kernel launches per step"))) << "compiled before failing";
+  r = RunKiln("compile " + Quote(model.string()) + " --kv-type q8_0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--kv-type: 'q8_0' is not f32 or f16"));
 }
 
 // A copy of `source` with its metadata and tensors, minus `drop`, with

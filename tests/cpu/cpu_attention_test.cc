@@ -4,6 +4,8 @@
 // scenarios cover prefill, decode, a chunk continuing a cached prefix mixed
 // with decodes, grouped-query, multi-query and multi-head layouts. Unwritten
 // pool memory holds NaN, so reading anything outside the causal window shows.
+// Each runs with an f32 pool and an f16 one (whose reference reads K and V
+// rounded to f16, as the pool holds them).
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +17,7 @@
 
 #include "gtest/gtest.h"
 #include "runtime/cpu/attention.h"
+#include "runtime/util/half.h"
 #include "tests/cpu/cpu_test_util.h"
 
 namespace kiln::cpu {
@@ -42,8 +45,8 @@ struct Seq {
 
 class PagedAttentionFixture {
  public:
-  PagedAttentionFixture(const Shape& shape, const std::vector<Seq>& seqs, uint32_t seed)
-      : shape_(shape), seqs_(seqs) {
+  PagedAttentionFixture(const Shape& shape, const std::vector<Seq>& seqs, uint32_t seed, bool f16 = false)
+      : shape_(shape), seqs_(seqs), f16_(f16) {
     const int64_t width = shape.kv_heads * shape.head_dim;
     int64_t pages_needed = 0;
     for (const Seq& s : seqs) {
@@ -58,8 +61,13 @@ class PagedAttentionFixture {
     pool_.page_size = shape.page_size;
     pool_.kv_heads = shape.kv_heads;
     pool_.head_dim = shape.head_dim;
-    storage_.assign(static_cast<size_t>(pool_.elements()), kNaN);
-    pool_.data = storage_.data();
+    if (f16) {
+      storage_f16_.assign(static_cast<size_t>(pool_.elements()), F32ToF16(kNaN));
+      pool_.data_f16 = storage_f16_.data();
+    } else {
+      storage_.assign(static_cast<size_t>(pool_.elements()), kNaN);
+      pool_.data = storage_.data();
+    }
 
     // Random, non-contiguous pages; unused block-table entries are -1.
     std::vector<int32_t> pages(static_cast<size_t>(pool_.num_pages));
@@ -83,10 +91,10 @@ class PagedAttentionFixture {
       for (int64_t p = 0; p < seqs_[s].cached; ++p) {
         const int64_t page = block_tables_[s * max_pages_ + p / pool_.page_size];
         const int64_t slot = p % pool_.page_size;
-        std::copy_n(keys_[s].data() + p * width, width,
-                    storage_.data() + pool_.KOffset(layer, page, slot));
-        std::copy_n(values_[s].data() + p * width, width,
-                    storage_.data() + pool_.VOffset(layer, page, slot));
+        for (int64_t c = 0; c < width; ++c) {
+          Store(pool_.KOffset(layer, page, slot) + c, keys_[s][p * width + c]);
+          Store(pool_.VOffset(layer, page, slot) + c, values_[s][p * width + c]);
+        }
       }
     }
   }
@@ -152,7 +160,7 @@ class PagedAttentionFixture {
           for (int j = 0; j <= p; ++j) {
             double dot = 0;
             for (int64_t c = 0; c < d; ++c)
-              dot += static_cast<double>(q[c]) * keys_[s][j * width + kvh * d + c];
+              dot += static_cast<double>(q[c]) * Stored(keys_[s][j * width + kvh * d + c]);
             w[j] = dot * scale;
             max = std::max(max, w[j]);
           }
@@ -160,7 +168,7 @@ class PagedAttentionFixture {
           for (double& x : w) sum += (x = std::exp(x - max));
           for (int64_t c = 0; c < d; ++c) {
             double acc = 0;
-            for (int j = 0; j <= p; ++j) acc += w[j] * values_[s][j * width + kvh * d + c];
+            for (int j = 0; j <= p; ++j) acc += w[j] * Stored(values_[s][j * width + kvh * d + c]);
             out[(i * shape_.heads + h) * d + c] = acc / sum;
           }
         }
@@ -181,7 +189,7 @@ class PagedAttentionFixture {
   // else of the pool has been written.
   void ExpectPoolHoldsHistories(int64_t layer) const {
     const int64_t width = pool_.row_width();
-    std::vector<bool> written(storage_.size(), false);
+    std::vector<bool> written(static_cast<size_t>(pool_.elements()), false);
     for (size_t s = 0; s < seqs_.size(); ++s) {
       for (int64_t p = 0; p < seqs_[s].cached + seqs_[s].fresh; ++p) {
         const int64_t page = block_tables_[s * max_pages_ + p / pool_.page_size];
@@ -189,14 +197,14 @@ class PagedAttentionFixture {
         for (int64_t c = 0; c < width; ++c) {
           const int64_t ko = pool_.KOffset(layer, page, slot) + c,
                         vo = pool_.VOffset(layer, page, slot) + c;
-          EXPECT_EQ(storage_[ko], keys_[s][p * width + c]) << "seq " << s << " pos " << p;
-          EXPECT_EQ(storage_[vo], values_[s][p * width + c]) << "seq " << s << " pos " << p;
+          EXPECT_EQ(Load(ko), Stored(keys_[s][p * width + c])) << "seq " << s << " pos " << p;
+          EXPECT_EQ(Load(vo), Stored(values_[s][p * width + c])) << "seq " << s << " pos " << p;
           written[ko] = written[vo] = true;
         }
       }
     }
     int64_t stray = 0;
-    for (size_t i = 0; i < storage_.size(); ++i) stray += !written[i] && !std::isnan(storage_[i]);
+    for (int64_t i = 0; i < pool_.elements(); ++i) stray += !written[i] && !std::isnan(Load(i));
     EXPECT_EQ(stray, 0) << "pool elements written outside the sequences' positions";
   }
 
@@ -204,10 +212,23 @@ class PagedAttentionFixture {
   const PagePool& pool() const { return pool_; }
 
  private:
+  // x as the pool holds it, and pool element i.
+  float Stored(float x) const { return f16_ ? F16ToF32(F32ToF16(x)) : x; }
+  float Load(int64_t i) const { return f16_ ? F16ToF32(storage_f16_[i]) : storage_[i]; }
+  void Store(int64_t i, float x) {
+    if (f16_) {
+      storage_f16_[i] = F32ToF16(x);
+    } else {
+      storage_[i] = x;
+    }
+  }
+
   Shape shape_;
   std::vector<Seq> seqs_;
+  bool f16_;
   std::vector<std::vector<float>> keys_, values_;  // per sequence: [len, kv_heads * head_dim]
   std::vector<float> storage_;
+  std::vector<uint16_t> storage_f16_;
   PagePool pool_;
   int64_t max_pages_ = 0;
   std::vector<int32_t> block_tables_;
@@ -235,7 +256,12 @@ const ScenarioCase kScenarios[] = {
     {"empty_sequence_in_batch", {{4, 0}, {0, 3}}},
 };
 
-TEST(PagedAttentionTest, MatchesContiguousReference) {
+class PagedAttentionTest : public ::testing::TestWithParam<bool> {};
+
+INSTANTIATE_TEST_SUITE_P(KvType, PagedAttentionTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "f16" : "f32"; });
+
+TEST_P(PagedAttentionTest, MatchesContiguousReference) {
   double worst = 0;
   uint32_t seed = 1;
   for (const Shape& shape : kShapes) {
@@ -243,7 +269,7 @@ TEST(PagedAttentionTest, MatchesContiguousReference) {
       SCOPED_TRACE(::testing::Message()
                    << sc.name << " H=" << shape.heads << " Hkv=" << shape.kv_heads
                    << " D=" << shape.head_dim << " page=" << shape.page_size);
-      PagedAttentionFixture f(shape, sc.seqs, seed);
+      PagedAttentionFixture f(shape, sc.seqs, seed, GetParam());
       const int64_t layer = 1;
       f.WriteCachedPrefixes(layer);
       const auto step = f.MakeStep(seed + 1000);
@@ -255,18 +281,18 @@ TEST(PagedAttentionTest, MatchesContiguousReference) {
       f.ExpectPoolHoldsHistories(layer);
     }
   }
-  std::printf("[ measure  ] paged attention worst relative L2 %.2e (bound %.0e)\n", worst,
-              kAttentionBound);
+  std::printf("[ measure  ] paged attention (%s pool) worst relative L2 %.2e (bound %.0e)\n",
+              GetParam() ? "f16" : "f32", worst, kAttentionBound);
 }
 
 // 1 thread and several give the same bits: each (token, head) is computed by
 // one thread with a fixed order of operations.
-TEST(PagedAttentionTest, ThreadCountIndependentBitwise) {
+TEST_P(PagedAttentionTest, ThreadCountIndependentBitwise) {
   for (const ScenarioCase& sc : kScenarios) {
     SCOPED_TRACE(sc.name);
     std::vector<float> first;
     for (int threads : {1, 2, 5}) {
-      PagedAttentionFixture f(kShapes[0], sc.seqs, 77);
+      PagedAttentionFixture f(kShapes[0], sc.seqs, 77, GetParam());
       f.WriteCachedPrefixes(0);
       const std::vector<float> out = f.Run(f.MakeStep(78), 0, threads);
       if (first.empty()) {
@@ -280,16 +306,16 @@ TEST(PagedAttentionTest, ThreadCountIndependentBitwise) {
 
 // A prompt prefilled in two chunks (the second reading the first from the
 // pool) gives the second chunk the same bits as a prefill in one step.
-TEST(PagedAttentionTest, ChunkedPrefillEqualsOneStepBitwise) {
+TEST_P(PagedAttentionTest, ChunkedPrefillEqualsOneStepBitwise) {
   const int len = 37, split = 20;
   const int64_t q_width = kShapes[0].heads * kShapes[0].head_dim;
   const int64_t kv_width = kShapes[0].kv_heads * kShapes[0].head_dim;
-  PagedAttentionFixture whole(kShapes[0], {{0, len}}, 5);
+  PagedAttentionFixture whole(kShapes[0], {{0, len}}, 5, GetParam());
   const auto all = whole.MakeStep(6);
   const std::vector<float> one_step = whole.Run(all, 2, 2);
 
   // The same histories and pages (same arguments), fed in two steps.
-  PagedAttentionFixture chunked(kShapes[0], {{0, len}}, 5);
+  PagedAttentionFixture chunked(kShapes[0], {{0, len}}, 5, GetParam());
   auto slice = [&](int from, int to) {
     auto st = all;
     st.q.assign(all.q.begin() + from * q_width, all.q.begin() + to * q_width);
@@ -342,6 +368,12 @@ TEST(PagedAttentionTest, RejectsBadBatchesWithoutWriting) {
     b.block_tables = bad_table.data();
     b.max_pages = 3;
   });
+  PagePool both = f.pool();
+  std::vector<uint16_t> halves(static_cast<size_t>(both.elements()));
+  both.data_f16 = halves.data();
+  EXPECT_EQ(PagedAttention(f.Batch(good), f.Params(0), both, out.data(), threads).code(),
+            absl::StatusCode::kInvalidArgument)
+      << "a pool with f32 and f16 data";
 }
 
 }  // namespace

@@ -173,7 +173,7 @@ TEST(CudaCodegen, Llama3ShapedPlansCompileForSm90) {
     CheckBundle(program, 90);
     absl::StatusOr<cuda::CudaBundle> bundle = cuda::ParseBundle(*kernels);
     ASSERT_TRUE(bundle.ok());
-    EXPECT_NE(bundle->Find("kiln::attention_kernel<128>"), nullptr);
+    EXPECT_NE(bundle->Find("kiln::attention_kernel<128, kiln::KvF32>"), nullptr);
     EXPECT_NE(bundle->Find(absl::StrCat("kiln::matmul_tc_kernel<", *cuda::StorageTemplate(storage), ", 1>")), nullptr);
     EXPECT_NE(bundle->Find("kiln::matmul_f16_tc_kernel<1>"), nullptr);
     // sm_90 compiles for sm_90a: the prefill matmul on warpgroup MMA, two
@@ -223,6 +223,59 @@ TEST(CudaCodegen, Llama3ShapedPlansCompileForSm90) {
     const cuda::BundleKernel* dequantize =
         bundle->Find(absl::StrCat("kiln::dequantize_f16_kernel<", *cuda::StorageTemplate(storage), ">"));
     EXPECT_EQ(dequantize == nullptr, storage == "f16");
+  }
+}
+
+// An f16 page pool (kiln compile --kv-type f16): the three attention
+// kernels' KvF16 instances compile for sm_90, spilling no more than the f32
+// pool's (whose prefill tiles NVRTC's ptxas already spills 8 bytes of at 128
+// dims), and a launch whose kv_type is not the pool's is an error naming it.
+TEST(CudaCodegen, F16KvCacheAttentionCompilesForSm90) {
+  for (const int64_t head_dim : {64, 128}) {
+    SCOPED_TRACE(head_dim);
+    int64_t prefill_spill[2] = {0, 0};
+    for (const bool f16 : {false, true}) {
+      PlanPagePool pool{2, 2, head_dim, 16, 512};
+      pool.f16 = f16;
+      testing::SingleOpPlan b({1, 64}, pool, 1);
+      const int64_t q = b.Activation(4 * head_dim), k = b.Activation(2 * head_dim), v = b.Activation(2 * head_dim);
+      const int64_t out = b.Region(4 * head_dim);
+      auto launch = [&](const std::string& kv_type) {
+        b.Launch("paged_attention",
+                 {b.Arena("q", q), b.Arena("k", k), b.Arena("v", v), b.InputBinding("pool", "kv"),
+                  b.InputBinding("positions", "positions"), b.InputBinding("query_starts", "query_starts"),
+                  b.InputBinding("context_lens", "context_lens"), b.InputBinding("block_tables", "block_tables"),
+                  b.Arena("result", out)},
+                 absl::StrCat(R"({"num_heads": 4, "num_kv_heads": 2, "scale": 0.125, "layer": 1, "head_dim": )",
+                              head_dim, R"(, "kv_type": ")", kv_type, R"("})"));
+      };
+      launch(f16 ? "f16" : "f32");
+      absl::StatusOr<std::vector<uint8_t>> kernels =
+          codegen::ptx::GenerateCudaKernels(b.PlanWithResult(out, 4 * head_dim), "cuda:sm_90");
+      ASSERT_TRUE(kernels.ok()) << kernels.status();
+      absl::StatusOr<cuda::CudaBundle> bundle = cuda::ParseBundle(*kernels);
+      ASSERT_TRUE(bundle.ok()) << bundle.status();
+      const std::string kv = f16 ? "kiln::KvF16" : "kiln::KvF32", other = f16 ? "kiln::KvF32" : "kiln::KvF16";
+      for (const std::string& name : {absl::StrCat("kiln::kv_append_kernel<", kv, ">"),
+                                      absl::StrCat("kiln::attention_kernel<", head_dim, ", ", kv, ">")}) {
+        const cuda::BundleKernel* kernel = bundle->Find(name);
+        ASSERT_NE(kernel, nullptr) << name;
+        EXPECT_EQ(kernel->spill_store_bytes, 0) << name;
+      }
+      const cuda::BundleKernel* prefill =
+          bundle->Find(absl::StrCat("kiln::attention_prefill_kernel<", head_dim, ", ", kv, ">"));
+      ASSERT_NE(prefill, nullptr);
+      prefill_spill[f16] = prefill->spill_store_bytes;
+      EXPECT_EQ(bundle->Find(absl::StrCat("kiln::attention_kernel<", head_dim, ", ", other, ">")), nullptr);
+      if (!f16) continue;
+      launch("f32");
+      absl::StatusOr<std::vector<uint8_t>> mixed =
+          codegen::ptx::GenerateCudaKernels(b.PlanWithResult(out, 4 * head_dim), "cuda:sm_90");
+      ASSERT_FALSE(mixed.ok());
+      EXPECT_TRUE(absl::StrContains(mixed.status().message(), "kv_type f32 differs from the page pool's"))
+          << mixed.status();
+    }
+    EXPECT_LE(prefill_spill[1], prefill_spill[0]);
   }
 }
 

@@ -718,15 +718,18 @@ struct AttentionCase {
   const char* rope;  // "", "interleaved", "half"
   int64_t heads = 4, kv_heads = 2;
   int64_t page = 8;  // a power of two (the page index a shift) or not (a division)
+  bool f16 = false;  // the pool's element type (kiln compile --kv-type f16)
 };
 
 // A paged_attention launch of `heads` query heads over `kv_heads` KV heads.
-int64_t AttentionLaunch(SingleOpPlan& b, int64_t heads, int64_t kv_heads, int64_t d, int64_t page, const char* rope) {
+int64_t AttentionLaunch(SingleOpPlan& b, int64_t heads, int64_t kv_heads, int64_t d, int64_t page, const char* rope,
+                        bool f16 = false) {
   const int64_t q = b.Activation(heads * d, 50), k = b.Activation(kv_heads * d, 50), v = b.Activation(kv_heads * d, 50);
   const int64_t out = b.Region(heads * d);
   std::string constants = absl::StrCat(R"({"num_heads": )", heads, R"(, "num_kv_heads": )", kv_heads, R"(, "head_dim": )", d,
                                        R"(, "layer": 1, "scale": )", 1.0 / std::sqrt(static_cast<double>(d)),
-                                       R"(, "kv_type": "f32", "page_size": )", page, R"(, "max_tokens": 512)");
+                                       R"(, "kv_type": ")", f16 ? "f16" : "f32", R"(", "page_size": )", page,
+                                       R"(, "max_tokens": 512)");
   if (std::string(rope).size() > 0) {
     absl::StrAppend(&constants, R"(, "rope_theta": 10000, "rope_dims": )", d, R"(, "rope_style": ")", rope, R"(")");
   }
@@ -745,8 +748,10 @@ class CudaAttention : public CudaKernels, public ::testing::WithParamInterface<A
 TEST_P(CudaAttention, PagedAttentionOverStepsMatchesTheCpu) {
   const AttentionCase c = GetParam();
   const int64_t d = c.head_dim, page = c.page;
-  SingleOpPlan b({1, 4, 16, 256}, PlanPagePool{2, c.kv_heads, d, page, 512}, 5);
-  const int64_t out = AttentionLaunch(b, c.heads, c.kv_heads, d, page, c.rope);
+  PlanPagePool pool{2, c.kv_heads, d, page, 512};
+  pool.f16 = c.f16;
+  SingleOpPlan b({1, 4, 16, 256}, pool, 5);
+  const int64_t out = AttentionLaunch(b, c.heads, c.kv_heads, d, page, c.rope, c.f16);
   // Two sequences on scattered pages: prefill, decode, a chunk, a long chunk
   // (several 32-position tiles per warp; 64-token tiles of one sequence and
   // one that spans both), then decode deep in the context.
@@ -768,16 +773,22 @@ TEST_P(CudaAttention, PagedAttentionOverStepsMatchesTheCpu) {
 }
 
 // Query heads per KV head: 2 (stories260K's), 4 (Llama-3-8B's: 32 over 8)
-// and 10; pages of 8 positions and of 12.
+// and 10; pages of 8 positions and of 12; f32 pools and f16 ones (the CPU
+// reading the same rounded rows).
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                          ::testing::Values(AttentionCase{8, "interleaved"}, AttentionCase{64, "half"},
                                            AttentionCase{128, ""}, AttentionCase{128, "half"},
                                            AttentionCase{256, "interleaved"}, AttentionCase{128, "half", 32, 8},
-                                           AttentionCase{64, "interleaved", 20, 2}, AttentionCase{64, "half", 4, 2, 12}),
+                                           AttentionCase{64, "interleaved", 20, 2}, AttentionCase{64, "half", 4, 2, 12},
+                                           AttentionCase{8, "interleaved", 4, 2, 8, true},
+                                           AttentionCase{128, "half", 32, 8, 8, true},
+                                           AttentionCase{64, "half", 4, 2, 12, true},
+                                           AttentionCase{256, "", 4, 2, 8, true}),
                          [](const ::testing::TestParamInfo<AttentionCase>& i) {
                            return absl::StrCat("d", i.param.head_dim, "_",
                                                std::string(i.param.rope).empty() ? "norope" : i.param.rope, "_h",
-                                               i.param.heads, "_kv", i.param.kv_heads, "_page", i.param.page);
+                                               i.param.heads, "_kv", i.param.kv_heads, "_page", i.param.page,
+                                               i.param.f16 ? "_f16" : "");
                          });
 
 // One-token decode attention over heads of 128 dims stages the o

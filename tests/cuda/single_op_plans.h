@@ -102,7 +102,7 @@ class SingleOpPlan {
         R"( {"role": "block_tables", "kind": "tensor", "rank": 2}, {"role": "logit_rows", "kind": "tensor", "rank": 1},)"
         R"( {"role": "kv", "kind": "page_pool", "layers": )", pool_.layers, R"(, "kv_heads": )", pool_.kv_heads,
         R"(, "head_dim": )", pool_.head_dim, R"(, "page_size": )", pool_.page_size, R"(, "max_tokens": )",
-        pool_.max_tokens, R"(}], "weights": [)", absl::StrJoin(weight_json_, ", "), R"(], "launches": [)",
+        pool_.max_tokens, R"(, "kv_type": ")", pool_.f16 ? "f16" : "f32", R"("}], "weights": [)", absl::StrJoin(weight_json_, ", "), R"(], "launches": [)",
         absl::StrJoin(launch_json_, ", "), "]}");
     absl::StatusOr<Plan> plan = ParsePlan(json);
     if (!plan.ok()) {

@@ -13,13 +13,16 @@
 
 namespace kiln::testing {
 
-// models/<tag>.gguf compiled with `quant`; null (and a test failure on a
-// compile error) when the file is absent or does not load.
-inline std::unique_ptr<Program> CompileTestModel(const std::string& tag, const std::string& quant = "") {
+// models/<tag>.gguf compiled with `quant` and a `kv_type` page pool; null
+// (and a test failure on a compile error) when the file is absent or does
+// not load.
+inline std::unique_ptr<Program> CompileTestModel(const std::string& tag, const std::string& quant = "",
+                                                 const std::string& kv_type = "f32") {
   const std::filesystem::path model = TestDataFile("models/" + tag + ".gguf");
   if (model.empty()) return nullptr;
   compiler::PipelineOptions options;
   options.quant = quant;
+  options.kv_type = kv_type;
   options.print_remarks = false;
   absl::StatusOr<compiler::CompiledModel> compiled = compiler::CompileModel(model.string(), options);
   EXPECT_TRUE(compiled.ok()) << compiled.status();

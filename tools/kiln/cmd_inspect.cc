@@ -121,8 +121,9 @@ int InspectArtifact(const std::string& path) {
     absl::PrintF(" %d tok: %s%s", plan->buckets[k], HumanBytes(plan->arena_bytes[k]),
                  k + 1 < plan->buckets.size() ? "," : "\n");
   }
-  absl::PrintF("kv pool: %d layers x %d kv heads x %d head dim, pages of %d tokens, context %d\n", plan->pool.layers,
-               plan->pool.kv_heads, plan->pool.head_dim, plan->pool.page_size, plan->pool.max_tokens);
+  absl::PrintF("kv pool: %d layers x %d kv heads x %d head dim, %s, pages of %d tokens (%s), context %d\n",
+               plan->pool.layers, plan->pool.kv_heads, plan->pool.head_dim, plan->pool.f16 ? "f16" : "f32",
+               plan->pool.page_size, HumanBytes(plan->pool.page_bytes()), plan->pool.max_tokens);
   int kernel_sections = 0;
   for (const ArtifactSection& s : a.sections()) {
     if (s.kind == SectionKind::kKernels) {
