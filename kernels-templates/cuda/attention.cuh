@@ -130,21 +130,13 @@ __device__ __forceinline__ void StageMergedHead(const AttentionParams& p, int fi
   StageInt8(v, first + 32 * warp + 4 * lane, lane < 8 ? k : 0, p.stage_image, xstride, p.stage_image + xstride);
 }
 
-// grid (bucket tokens, AttentionHeadBlocks(num_heads, kv_heads, group_heads),
-// splits), kAttnWarps warps. A block takes group_heads (at most
-// AttentionGroupHeads(kD)) query heads of one KV head's group: each K and V row is loaded (and, in f16,
-// converted) once for all of them, where a block of one head loaded it once
-// per head (an f16 pool's conversions were then the step's bound).
+// grid (bucket tokens, num_heads, splits), kAttnWarps warps.
 template <int kD, class Kv>
 __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionParams p) {
-  constexpr int kH = AttentionGroupHeads(kD);
   // The step's inputs (counts, positions, query starts, block tables) are
   // read before the wait: the graph's first launch waited for them, and
   // after the wait they were a chain of dependent loads on the step's path.
-  const int t = blockIdx.x, split = blockIdx.z;
-  const int group = p.num_heads / p.pool.kv_heads, per = p.group_heads, passes = (group + per - 1) / per;
-  const int kv_head = blockIdx.y / passes, pass = blockIdx.y % passes;
-  const int h0 = kv_head * group + pass * per, heads = min(per, group - pass * per);  // this block's query heads
+  const int t = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
   const StepCounts counts = *p.counts;
   const bool token = t < counts.tokens && !PrefillTileDone(p, counts, t / kPrefillTileTokens);
   const int pos = token ? p.positions[t] : 0;
@@ -153,6 +145,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   const int begin = split * slice;
   const int end = min(n, begin + slice);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int kv_head = h / (p.num_heads / p.pool.kv_heads);
   const int s = token ? SequenceOf(p.query_starts, counts.seqs, t) : 0;
   const int* table = p.block_tables + static_cast<long long>(s) * p.pages_stride;
   const int page_size = p.pool.page_size;
@@ -162,22 +155,21 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   WaitForPrevious();
   if (!token || begin >= n) return;  // empty slices are not counted by the merge either
 
-  __shared__ float q[kH][kD];
-  __shared__ float warp_m[kAttnWarps][kH], warp_l[kAttnWarps][kH];
-  __shared__ float warp_o[kAttnWarps][kH][kD];
-  for (int i = threadIdx.x; i < kH * kD; i += blockDim.x) {
-    const int hi = i / kD, d = i % kD;
-    const float* qsrc = p.q + (static_cast<long long>(t) * p.num_heads + h0 + min(hi, heads - 1)) * kD;
-    q[hi][d] = (p.use_rope ? RopeElement(p.rope, qsrc, d, pos) : qsrc[d]) * p.scale;
+  __shared__ float q[kD];
+  __shared__ float warp_m[kAttnWarps], warp_l[kAttnWarps];
+  __shared__ float warp_o[kAttnWarps][kD];
+  const float* qsrc = p.q + (static_cast<long long>(t) * p.num_heads + h) * kD;
+  for (int d = threadIdx.x; d < kD; d += blockDim.x) {
+    q[d] = (p.use_rope ? RopeElement(p.rope, qsrc, d, pos) : qsrc[d]) * p.scale;
   }
   // Steps without prefill tiles append their K/V rows here rather than in
   // kv_append: a sequence's positions of this step (first_pos .. pos, its
   // tokens q0 ..) are read from k/v (no block reads them from the pool this
-  // step), and one block per token and KV head (the first pass's, the slice
-  // holding pos) writes the token's row for the steps after.
+  // step), and one block per token and KV head (the first query head's, the
+  // slice holding pos) writes the token's row for the steps after.
   const float* ksrc = p.k + static_cast<long long>(t) * p.pool.kv_heads * kD + kv_head * kD;
   const float* vsrc = p.v + static_cast<long long>(t) * p.pool.kv_heads * kD + kv_head * kD;
-  if (p.append && pos < end && pass == 0) {
+  if (p.append && pos < end && h % (p.num_heads / p.pool.kv_heads) == 0) {
     const int page = table[pos / page_size], slot = pos % page_size;
     typename Kv::Elem* krow = PoolRow<Kv>(p.pool, p.layer, 0, page, slot) + kv_head * kD;
     typename Kv::Elem* vrow = PoolRow<Kv>(p.pool, p.layer, 1, page, slot) + kv_head * kD;
@@ -195,27 +187,21 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   // page size a shift, not a division.
   const long long row_stride = static_cast<long long>(p.pool.kv_heads) * kD;
   const long long half = static_cast<long long>(p.pool.num_pages) * page_size * row_stride;
-  const typename Kv::Elem* k_base =
-      static_cast<const typename Kv::Elem*>(p.pool.data) + 2LL * p.layer * half + kv_head * kD;
+  const typename Kv::Elem* k_base = static_cast<const typename Kv::Elem*>(p.pool.data) + 2LL * p.layer * half + kv_head * kD;
   const typename Kv::Elem* v_base = k_base + half;
   const bool page_pow2 = (page_size & (page_size - 1)) == 0;
   const int page_shift = __ffs(page_size) - 1;
 
-  // Lane owns dims lane + 32 g: every row is read coalesced, 128 bytes per g
-  // (64 in f16).
+  // Lane owns dims lane + 32 g: every row is read coalesced, 128 bytes per g.
   constexpr int kGroups = (kD + 31) / 32;
-  float qr[kH][kGroups], o[kH][kGroups], m[kH], l[kH];
+  float qr[kGroups], o[kGroups];
 #pragma unroll
-  for (int i = 0; i < kH; ++i) {
-#pragma unroll
-    for (int g = 0; g < kGroups; ++g) {
-      const int d = lane + 32 * g;
-      qr[i][g] = d < kD ? q[i][d] : 0.0f;
-      o[i][g] = 0.0f;
-    }
-    m[i] = -__int_as_float(0x7f800000);
-    l[i] = 0.0f;
+  for (int g = 0; g < kGroups; ++g) {
+    const int d = lane + 32 * g;
+    qr[g] = d < kD ? q[d] : 0.0f;
+    o[g] = 0.0f;
   }
+  float m = -__int_as_float(0x7f800000), l = 0.0f;
   for (int j0 = begin + kAttnPositions * warp; j0 < end; j0 += kAttnPositions * kAttnWarps) {
     float kr[kAttnPositions][kGroups], vr[kAttnPositions][kGroups];
 #pragma unroll
@@ -245,130 +231,116 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
         vr[u][g] = d < kD ? Kv::Load(vrow + d) : 0.0f;
       }
     }
+    float score[kAttnPositions];
 #pragma unroll
-    for (int i = 0; i < kH; ++i) {
-      if (i >= heads) break;  // uniform
-      float score[kAttnPositions];
+    for (int u = 0; u < kAttnPositions; ++u) {
+      float dot = 0.0f;
 #pragma unroll
-      for (int u = 0; u < kAttnPositions; ++u) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int g = 0; g < kGroups; ++g) dot = fmaf(qr[i][g], kr[u][g], dot);
-        score[u] = WarpSum(dot);
-      }
-      float m_new = m[i];
-#pragma unroll
-      for (int u = 0; u < kAttnPositions; ++u) {
-        if (j0 + u < end) m_new = fmaxf(m_new, score[u]);
-      }
-      const float correction = expf(m[i] - m_new);
-      float e[kAttnPositions];
-      float sum = 0.0f;
-#pragma unroll
-      for (int u = 0; u < kAttnPositions; ++u) {
-        e[u] = j0 + u < end ? expf(score[u] - m_new) : 0.0f;
-        sum += e[u];
-      }
-      l[i] = l[i] * correction + sum;
-#pragma unroll
-      for (int g = 0; g < kGroups; ++g) {
-        float acc = o[i][g] * correction;
-#pragma unroll
-        for (int u = 0; u < kAttnPositions; ++u) acc = fmaf(e[u], vr[u][g], acc);
-        o[i][g] = acc;
-      }
-      m[i] = m_new;
+      for (int g = 0; g < kGroups; ++g) dot = fmaf(qr[g], kr[u][g], dot);
+      score[u] = WarpSum(dot);
     }
-  }
-  LetNextLaunch();  // the block's K/V loads are done
+    float m_new = m;
 #pragma unroll
-  for (int i = 0; i < kH; ++i) {
-    if (lane == 0) {
-      warp_m[warp][i] = m[i];
-      warp_l[warp][i] = l[i];
+    for (int u = 0; u < kAttnPositions; ++u) {
+      if (j0 + u < end) m_new = fmaxf(m_new, score[u]);
     }
+    const float correction = expf(m - m_new);
+    float e[kAttnPositions];
+    float sum = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kAttnPositions; ++u) {
+      e[u] = j0 + u < end ? expf(score[u] - m_new) : 0.0f;
+      sum += e[u];
+    }
+    l = l * correction + sum;
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
-      const int d = lane + 32 * g;
-      if (d < kD) warp_o[warp][i][d] = o[i][g];
+      float acc = o[g] * correction;
+#pragma unroll
+      for (int u = 0; u < kAttnPositions; ++u) acc = fmaf(e[u], vr[u][g], acc);
+      o[g] = acc;
     }
+    m = m_new;
+  }
+  LetNextLaunch();  // the block's K/V loads are done
+  if (lane == 0) {
+    warp_m[warp] = m;
+    warp_l[warp] = l;
+  }
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g) {
+    const int d = lane + 32 * g;
+    if (d < kD) warp_o[warp][d] = o[g];
   }
   __syncthreads();
-  // Per head: the warps' states merged, as output (one slice) or partial.
-  for (int i = 0; i < heads; ++i) {
-    float m_all = -__int_as_float(0x7f800000);
-    for (int w = 0; w < kAttnWarps; ++w) m_all = fmaxf(m_all, warp_m[w][i]);
-    float l_all = 0.0f;
-    float scale_w[kAttnWarps];
-    for (int w = 0; w < kAttnWarps; ++w) {
-      // A warp that saw no position has m = -inf and l = 0: weight 0.
-      scale_w[w] = warp_l[w][i] > 0.0f ? expf(warp_m[w][i] - m_all) : 0.0f;
-      l_all += warp_l[w][i] * scale_w[w];
-    }
-    const long long th = static_cast<long long>(t) * p.num_heads + h0 + i;
-    if (p.splits == 1) {
-      float* y = p.y + th * kD;
-      for (int d = threadIdx.x; d < kD; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int w = 0; w < kAttnWarps; ++w) acc += warp_o[w][i][d] * scale_w[w];
-        y[d] = acc / l_all;
-      }
-      continue;
-    }
-    float* part = p.partials + (th * p.splits + split) * (kD + 2);
-    if (threadIdx.x == 0) {
-      part[0] = m_all;
-      part[1] = l_all;
-    }
+  float m_all = -__int_as_float(0x7f800000);
+  for (int w = 0; w < kAttnWarps; ++w) m_all = fmaxf(m_all, warp_m[w]);
+  float l_all = 0.0f;
+  float scale_w[kAttnWarps];
+  for (int w = 0; w < kAttnWarps; ++w) {
+    // A warp that saw no position has m = -inf and l = 0: weight 0.
+    scale_w[w] = warp_l[w] > 0.0f ? expf(warp_m[w] - m_all) : 0.0f;
+    l_all += warp_l[w] * scale_w[w];
+  }
+  if (p.splits == 1) {
+    float* y = p.y + (static_cast<long long>(t) * p.num_heads + h) * kD;
     for (int d = threadIdx.x; d < kD; d += blockDim.x) {
       float acc = 0.0f;
-      for (int w = 0; w < kAttnWarps; ++w) acc += warp_o[w][i][d] * scale_w[w];
-      part[2 + d] = acc;
+      for (int w = 0; w < kAttnWarps; ++w) acc += warp_o[w][d] * scale_w[w];
+      y[d] = acc / l_all;
     }
+    return;
   }
-  if (p.splits == 1) return;
-  // The last slice to get here merges: the counter of the block's first head.
+  const long long th = static_cast<long long>(t) * p.num_heads + h;
+  float* part = p.partials + (th * p.splits + split) * (kD + 2);
+  if (threadIdx.x == 0) {
+    part[0] = m_all;
+    part[1] = l_all;
+  }
+  for (int d = threadIdx.x; d < kD; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w) acc += warp_o[w][d] * scale_w[w];
+    part[2 + d] = acc;
+  }
+  // The last slice to get here merges.
   const int used = (n + slice - 1) / slice;
-  if (!LastBlockToCount(p.split_done + static_cast<long long>(t) * p.num_heads + h0, used)) return;
-  for (int i = 0; i < heads; ++i) {
-    // Every slice's (max, sum) and this thread's first output dim loaded at
-    // once: one round trip to L2, not one per pass.
-    const long long th = static_cast<long long>(t) * p.num_heads + h0 + i;
-    const float* parts = p.partials + th * p.splits * (kD + 2);
-    float ms[kDecodeSplits], ls[kDecodeSplits], os[kDecodeSplits];
-    const int d0 = threadIdx.x;
+  if (!LastBlockToCount(p.split_done + th, used)) return;
+  // Every slice's (max, sum) and this thread's first output dim loaded at
+  // once: one round trip to L2, not one per pass.
+  const float* parts = p.partials + th * p.splits * (kD + 2);
+  float ms[kDecodeSplits], ls[kDecodeSplits], os[kDecodeSplits];
+  const int d0 = threadIdx.x;
+#pragma unroll
+  for (int sp = 0; sp < kDecodeSplits; ++sp) {
+    const bool in = sp < used;
+    ms[sp] = in ? __ldcg(parts + sp * (kD + 2)) : -__int_as_float(0x7f800000);
+    ls[sp] = in ? __ldcg(parts + sp * (kD + 2) + 1) : 0.0f;
+    os[sp] = in && d0 < kD ? __ldcg(parts + sp * (kD + 2) + 2 + d0) : 0.0f;
+  }
+  float m_merged = ms[0];
+#pragma unroll
+  for (int sp = 1; sp < kDecodeSplits; ++sp) m_merged = fmaxf(m_merged, ms[sp]);
+  float weight[kDecodeSplits], l_merged = 0.0f;
+#pragma unroll
+  for (int sp = 0; sp < kDecodeSplits; ++sp) {
+    weight[sp] = sp < used ? expf(ms[sp] - m_merged) : 0.0f;
+    l_merged += ls[sp] * weight[sp];
+  }
+  float* y = p.y + th * kD;
+  float mine = 0.0f;  // output dim d0
+  for (int d = d0; d < kD; d += blockDim.x) {
+    float acc = 0.0f;
 #pragma unroll
     for (int sp = 0; sp < kDecodeSplits; ++sp) {
-      const bool in = sp < used;
-      ms[sp] = in ? __ldcg(parts + sp * (kD + 2)) : -__int_as_float(0x7f800000);
-      ls[sp] = in ? __ldcg(parts + sp * (kD + 2) + 1) : 0.0f;
-      os[sp] = in && d0 < kD ? __ldcg(parts + sp * (kD + 2) + 2 + d0) : 0.0f;
+      const float o = d == d0 ? os[sp] : sp < used ? __ldcg(parts + sp * (kD + 2) + 2 + d) : 0.0f;
+      acc = fmaf(o, weight[sp], acc);
     }
-    float m_merged = ms[0];
-#pragma unroll
-    for (int sp = 1; sp < kDecodeSplits; ++sp) m_merged = fmaxf(m_merged, ms[sp]);
-    float weight[kDecodeSplits], l_merged = 0.0f;
-#pragma unroll
-    for (int sp = 0; sp < kDecodeSplits; ++sp) {
-      weight[sp] = sp < used ? expf(ms[sp] - m_merged) : 0.0f;
-      l_merged += ls[sp] * weight[sp];
-    }
-    float* y = p.y + th * kD;
-    float mine = 0.0f;  // output dim d0
-    for (int d = d0; d < kD; d += blockDim.x) {
-      float acc = 0.0f;
-#pragma unroll
-      for (int sp = 0; sp < kDecodeSplits; ++sp) {
-        const float o = d == d0 ? os[sp] : sp < used ? __ldcg(parts + sp * (kD + 2) + 2 + d) : 0.0f;
-        acc = fmaf(o, weight[sp], acc);
-      }
-      const float out = acc / l_merged;
-      y[d] = out;
-      if (d == d0) mine = out;
-    }
-    if constexpr (kD == kAttentionStagedHeadDim && kD == 32 * kAttnWarps) {
-      if (p.stage_image != nullptr) StageMergedHead(p, (h0 + i) * kD, mine);
-    }
+    const float out = acc / l_merged;
+    y[d] = out;
+    if (d == d0) mine = out;
+  }
+  if constexpr (kD == kAttentionStagedHeadDim && kD == 32 * kAttnWarps) {
+    if (p.stage_image != nullptr) StageMergedHead(p, h * kD, mine);
   }
 }
 

@@ -353,21 +353,9 @@ constexpr int kDecodeSplits = 16;
 // 3.44-3.54 at 16, 3.28-3.29 at 4; 8 tokens 4.22-4.26 at 16, 3.96-3.98 at
 // 4 (at 2048 positions 6.67 at 16, 6.09-6.10 at 4, 6.00-6.01 at 2); 16
 // tokens 5.51 at 1, 5.64-5.65 at 2, 5.77-5.81 at 4.
-KILN_ABI_FN int AttentionSplits(int tokens, int head_blocks, int multiprocessors) {
-  const int splits = 4 * multiprocessors / (tokens * head_blocks > 0 ? tokens * head_blocks : 1);
+KILN_ABI_FN int AttentionSplits(int tokens, int heads, int multiprocessors) {
+  const int splits = 4 * multiprocessors / (tokens * heads > 0 ? tokens * heads : 1);
   return splits < 1 ? 1 : splits > kDecodeSplits ? kDecodeSplits : splits;
-}
-
-// Query heads of one KV head's group a decode attention block takes (its K
-// and V rows loaded once for all of them): 4, or 2 for heads past 128 dims
-// (whose per-head registers would spill).
-KILN_ABI_FN int AttentionGroupHeads(int head_dim) { return head_dim <= 128 ? 4 : 2; }
-
-// The decode attention grid's y: KV heads x the passes of group_heads
-// (AttentionParams::group_heads) over each group.
-KILN_ABI_FN int AttentionHeadBlocks(int heads, int kv_heads, int group_heads) {
-  const int group = kv_heads > 0 ? heads / kv_heads : 1, per = group_heads > 0 ? group_heads : 1;
-  return kv_heads * ((group + per - 1) / per);
 }
 
 struct AttentionParams {
@@ -393,10 +381,7 @@ struct AttentionParams {
   // [max_rows, num_heads, splits, head_dim + 2]; the last slice of a
   // (token, head) to finish, counted in `split_done` [max_rows, num_heads]
   // (zero between steps: the merging block resets its count), merges them.
-  // A block takes group_heads query heads of a KV head's group (1 to
-  // AttentionGroupHeads(head_dim)); a group's count is its first head's.
   int splits;
-  int group_heads;
   float* partials;
   unsigned* split_done;
   // 1 where attention_prefill_kernel ran first: tiles of kPrefillTileTokens

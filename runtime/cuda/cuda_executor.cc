@@ -142,9 +142,6 @@ class CudaExecutor final : public Executor {
   // (AttentionParams::stage_image), on the same terms for li + 1 as
   // PrestagesNext's.
   bool AttentionStagesNext(size_t li, size_t bucket) const;
-  // Query heads a decode attention block of launch `l` takes, and its grid's y (AttentionHeadBlocks).
-  int AttentionGroupHeadsOf(const PlanLaunch& l) const;
-  int AttentionHeadBlocksOf(const PlanLaunch& l) const;
   // Whether launch li of a one-token step can take its activations from a
   // stage image: a matmul_kernel decode over one q4_K weight of K = k, in
   // one staged chunk, with no norm, reading arena offset input_at.
@@ -229,7 +226,6 @@ class CudaExecutor final : public Executor {
   int tile_int8_row_tiles_ = 0;
   bool pair_tile_ = true;  // q8_0's two-token buckets on matmul_kernel, tile 2
   bool k_splits_ = true;   // the wgmma prefill matmul cuts K where its tiles are few
-  int attention_group_heads_ = 0;  // experiment: 0 = AttentionGroupHeads
   bool stream_decode_ = false;  // q8_0's one-token decode on matmul_stream_kernel (sm_90)
   bool q4k_tables_ = true;      // q4_K's matmul_kernel reads scale tables made at load
   bool prestage_ = true;        // PrestagesNext's pairs stage once (KILN_CUDA_PRESTAGE=0: never)
@@ -377,19 +373,8 @@ bool CudaExecutor::AttentionStagesNext(size_t li, size_t bucket) const {
   absl::StatusOr<int64_t> heads = from.Int("num_heads");
   if (out == nullptr || out->kind != PlanBinding::Kind::kArena || !heads.ok()) return false;
   // Only the merging blocks stage: a one-slice launch (few SMs for its heads) writes no image.
-  if (AttentionSplits(1, AttentionHeadBlocksOf(from), context_->multiprocessors()) == 1) return false;
+  if (AttentionSplits(1, static_cast<int>(*heads), context_->multiprocessors()) == 1) return false;
   return ReadsStageImage(li + 1, bucket, *heads * kAttentionStagedHeadDim, out->arena[bucket]);
-}
-
-int CudaExecutor::AttentionGroupHeadsOf(const PlanLaunch& l) const {
-  const int most = AttentionGroupHeads(static_cast<int>(plan_.pool.head_dim));
-  return attention_group_heads_ > 0 ? std::min(attention_group_heads_, most) : most;
-}
-
-int CudaExecutor::AttentionHeadBlocksOf(const PlanLaunch& l) const {
-  absl::StatusOr<int64_t> heads = l.Int("num_heads");
-  return AttentionHeadBlocks(heads.ok() ? static_cast<int>(*heads) : 0, static_cast<int>(plan_.pool.kv_heads),
-                             AttentionGroupHeadsOf(l));
 }
 
 const CudaExecutor::DeviceWeight* CudaExecutor::LaunchWeight(const PlanLaunch& l, const std::string& role) const {
@@ -504,7 +489,6 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->pair_tile_ = SwitchOn("KILN_CUDA_PAIR_TILE");
   // Where its tiles are few, the wgmma matmul cuts K into slices (KILN_CUDA_K_SPLITS=0: never).
   ex->k_splits_ = SwitchOn("KILN_CUDA_K_SPLITS");
-  if (const char* g = std::getenv("KILN_CUDA_ATTN_GROUP")) ex->attention_group_heads_ = std::atoi(g);  // experiment
   // q8_0's one-token decode streams the weights through shared memory on
   // the bulk copy engine (sm_90; KILN_CUDA_STREAM=0: matmul_kernel).
   ex->stream_decode_ = sm >= 90 && bundle->sm >= 90 && SwitchOn("KILN_CUDA_STREAM");
@@ -574,7 +558,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         if (!heads.ok() || !hd.ok()) return LaunchError(l, "needs num_heads and head_dim");
         for (int64_t bucket : p.buckets) {
           const int64_t splits =
-              AttentionSplits(static_cast<int>(bucket), ex->AttentionHeadBlocksOf(l), ex->context_->multiprocessors());
+              AttentionSplits(static_cast<int>(bucket), static_cast<int>(*heads), ex->context_->multiprocessors());
           if (splits == 1) continue;
           partial_floats = std::max(partial_floats, bucket * *heads * kDecodeSplits * (*hd + 2));
           split_counters = std::max(split_counters, bucket * *heads);
@@ -1234,8 +1218,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         ap.block_tables = input(layout_.block_tables);
         ap.pages_stride = static_cast<int>(layout_.pages_stride);
         ap.max_rows = max_rows;
-        ap.group_heads = AttentionGroupHeadsOf(l);
-        ap.splits = AttentionSplits(max_rows, AttentionHeadBlocksOf(l), context_->multiprocessors());
+        ap.splits = AttentionSplits(max_rows, ap.num_heads, context_->multiprocessors());
         ap.partials = reinterpret_cast<float*>(partials_);
         ap.split_done = reinterpret_cast<unsigned*>(split_done_);
         if (c.kind == KernelKind::kAttention && AttentionStagesNext(li, bucket)) {
@@ -1252,9 +1235,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         if (c.kind == KernelKind::kKvAppend && ap.append) break;
         const unsigned grid_x = c.kind == KernelKind::kAttentionPrefill ? (max_rows + kPrefillTileTokens - 1) / kPrefillTileTokens
                                                                         : static_cast<unsigned>(max_rows);
-        const unsigned grid_y = static_cast<unsigned>(c.kind == KernelKind::kKvAppend ? plan_.pool.kv_heads
-                                                      : c.kind == KernelKind::kAttention ? AttentionHeadBlocksOf(l)
-                                                                                         : *heads);
+        const unsigned grid_y = static_cast<unsigned>(c.kind == KernelKind::kKvAppend ? plan_.pool.kv_heads : *heads);
         const unsigned grid_z = c.kind == KernelKind::kAttention ? static_cast<unsigned>(ap.splits) : 1;
         if (absl::Status s = Launch(rc.functions[0], grid_x, grid_y, grid_z, 128, 0, &ap); !s.ok()) return s;
         break;

@@ -376,18 +376,6 @@ TEST(CudaKernelCalls, AttentionSplitsLeaveAboutFourBlocksPerSm) {
   EXPECT_EQ(AttentionSplits(16, 8, 132), 4);
   EXPECT_EQ(AttentionSplits(64, 8, 132), 1);
   EXPECT_EQ(AttentionSplits(0, 32, 132), 16);  // no tokens: the cap, not a division by zero
-  // Blocks of a KV head's query heads: Llama-3-8B's 32 over 8 in 8 blocks of
-  // 4 (one per KV head), 20 over 2 in 3 passes of 4 each (4, 4, 2), and
-  // heads past 128 dims two a block.
-  using cuda_abi::AttentionGroupHeads;
-  using cuda_abi::AttentionHeadBlocks;
-  EXPECT_EQ(AttentionHeadBlocks(32, 8, AttentionGroupHeads(128)), 8);
-  EXPECT_EQ(AttentionHeadBlocks(32, 8, 1), 32);
-  EXPECT_EQ(AttentionHeadBlocks(20, 2, AttentionGroupHeads(64)), 6);
-  EXPECT_EQ(AttentionHeadBlocks(4, 2, AttentionGroupHeads(256)), 2);
-  EXPECT_EQ(AttentionHeadBlocks(8, 4, AttentionGroupHeads(8)), 4);
-  EXPECT_EQ(AttentionSplits(1, AttentionHeadBlocks(32, 8, 4), 132), 16);
-  EXPECT_EQ(AttentionSplits(16, AttentionHeadBlocks(32, 8, 4), 132), 4);
 }
 
 TEST(CudaBundle, RoundTripsAndRefusesEveryTruncation) {
