@@ -28,12 +28,23 @@ namespace kiln {
 struct KvF32 {
   using Elem = float;
   __device__ static float Load(const float* p) { return *p; }
+  __device__ static void Load4(const float* p, float* out) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+  }
   __device__ static float From(float x) { return x; }
   __device__ static float Round(float x) { return x; }
 };
 struct KvF16 {
   using Elem = unsigned short;  // the half's bits
   __device__ static float Load(const unsigned short* p) { return HalfToFloat(*p); }
+  __device__ static void Load4(const unsigned short* p, float* out) {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    out[0] = HalfToFloat(static_cast<unsigned short>(v.x & 0xFFFFu));
+    out[1] = HalfToFloat(static_cast<unsigned short>(v.x >> 16));
+    out[2] = HalfToFloat(static_cast<unsigned short>(v.y & 0xFFFFu));
+    out[3] = HalfToFloat(static_cast<unsigned short>(v.y >> 16));
+  }
   __device__ static unsigned short From(float x) {
     unsigned short h;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
@@ -192,12 +203,16 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   const bool page_pow2 = (page_size & (page_size - 1)) == 0;
   const int page_shift = __ffs(page_size) - 1;
 
-  // Lane owns dims lane + 32 g: every row is read coalesced, 128 bytes per g.
-  constexpr int kGroups = (kD + 31) / 32;
+  // Lane owns runs of kVec dims, lane kVec + 32 kVec c (c a chunk), so a
+  // row's chunk is one vector load a lane (512 bytes a warp in f32, 256 in
+  // f16): element g of a lane is dim Dim(g). One load a lane per dim took 4x
+  // the load instructions, which an f16 pool's conversions made the bound.
+  constexpr int kVec = kD % 4 == 0 ? 4 : 1, kChunks = (kD + 32 * kVec - 1) / (32 * kVec), kGroups = kChunks * kVec;
+  auto Dim = [&](int g) { return (g / kVec) * 32 * kVec + lane * kVec + g % kVec; };
   float qr[kGroups], o[kGroups];
 #pragma unroll
   for (int g = 0; g < kGroups; ++g) {
-    const int d = lane + 32 * g;
+    const int d = Dim(g);
     qr[g] = d < kD ? q[d] : 0.0f;
     o[g] = 0.0f;
   }
@@ -218,17 +233,25 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
         const float* vj = p.v + tj * p.pool.kv_heads * kD + kv_head * kD;
 #pragma unroll
         for (int g = 0; g < kGroups; ++g) {
-          const int d = lane + 32 * g;
+          const int d = Dim(g);
           kr[u][g] = d < kD ? Kv::Round(p.use_rope ? RopeElement(p.rope, kj, d, j) : kj[d]) : 0.0f;
           vr[u][g] = d < kD ? Kv::Round(vj[d]) : 0.0f;
         }
         continue;
       }
 #pragma unroll
-      for (int g = 0; g < kGroups; ++g) {
-        const int d = lane + 32 * g;
-        kr[u][g] = d < kD ? Kv::Load(krow + d) : 0.0f;
-        vr[u][g] = d < kD ? Kv::Load(vrow + d) : 0.0f;
+      for (int c = 0; c < kChunks; ++c) {
+        const int d = Dim(c * kVec);
+        if (d >= kD) {
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) kr[u][c * kVec + e] = vr[u][c * kVec + e] = 0.0f;
+        } else if constexpr (kVec == 4) {
+          Kv::Load4(krow + d, &kr[u][c * kVec]);
+          Kv::Load4(vrow + d, &vr[u][c * kVec]);
+        } else {
+          kr[u][c] = Kv::Load(krow + d);
+          vr[u][c] = Kv::Load(vrow + d);
+        }
       }
     }
     float score[kAttnPositions];
@@ -269,7 +292,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   }
 #pragma unroll
   for (int g = 0; g < kGroups; ++g) {
-    const int d = lane + 32 * g;
+    const int d = Dim(g);
     if (d < kD) warp_o[warp][d] = o[g];
   }
   __syncthreads();
