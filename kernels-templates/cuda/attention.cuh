@@ -141,6 +141,50 @@ __device__ __forceinline__ void StageMergedHead(const AttentionParams& p, int fi
   StageInt8(v, first + 32 * warp + 4 * lane, lane < 8 ? k : 0, p.stage_image, xstride, p.stage_image + xstride);
 }
 
+// The last of a (token, head)'s `used` context slices to finish merges
+// their partial states (partials, natural-log maxima) into y, and stages
+// o's input where the launch asks (one thread a dim).
+template <int kD>
+__device__ __forceinline__ void MergeSlices(const AttentionParams& p, long long th, int h, int used) {
+  // Every slice's (max, sum) and this thread's first output dim loaded at
+  // once: one round trip to L2, not one per pass.
+  const float* parts = p.partials + th * p.splits * (kD + 2);
+  float ms[kDecodeSplits], ls[kDecodeSplits], os[kDecodeSplits];
+  const int d0 = threadIdx.x;
+#pragma unroll
+  for (int sp = 0; sp < kDecodeSplits; ++sp) {
+    const bool in = sp < used;
+    ms[sp] = in ? __ldcg(parts + sp * (kD + 2)) : -__int_as_float(0x7f800000);
+    ls[sp] = in ? __ldcg(parts + sp * (kD + 2) + 1) : 0.0f;
+    os[sp] = in && d0 < kD ? __ldcg(parts + sp * (kD + 2) + 2 + d0) : 0.0f;
+  }
+  float m_merged = ms[0];
+#pragma unroll
+  for (int sp = 1; sp < kDecodeSplits; ++sp) m_merged = fmaxf(m_merged, ms[sp]);
+  float weight[kDecodeSplits], l_merged = 0.0f;
+#pragma unroll
+  for (int sp = 0; sp < kDecodeSplits; ++sp) {
+    weight[sp] = sp < used ? expf(ms[sp] - m_merged) : 0.0f;
+    l_merged += ls[sp] * weight[sp];
+  }
+  float* y = p.y + th * kD;
+  float mine = 0.0f;  // output dim d0
+  for (int d = d0; d < kD; d += blockDim.x) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int sp = 0; sp < kDecodeSplits; ++sp) {
+      const float o = d == d0 ? os[sp] : sp < used ? __ldcg(parts + sp * (kD + 2) + 2 + d) : 0.0f;
+      acc = fmaf(o, weight[sp], acc);
+    }
+    const float out = acc / l_merged;
+    y[d] = out;
+    if (d == d0) mine = out;
+  }
+  if constexpr (kD == kAttentionStagedHeadDim && kD == 32 * kAttnWarps) {
+    if (p.stage_image != nullptr) StageMergedHead(p, h * kD, mine);
+  }
+}
+
 // grid (bucket tokens, num_heads, splits), kAttnWarps warps.
 template <int kD, class Kv>
 __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionParams p) {
@@ -330,43 +374,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   // The last slice to get here merges.
   const int used = (n + slice - 1) / slice;
   if (!LastBlockToCount(p.split_done + th, used)) return;
-  // Every slice's (max, sum) and this thread's first output dim loaded at
-  // once: one round trip to L2, not one per pass.
-  const float* parts = p.partials + th * p.splits * (kD + 2);
-  float ms[kDecodeSplits], ls[kDecodeSplits], os[kDecodeSplits];
-  const int d0 = threadIdx.x;
-#pragma unroll
-  for (int sp = 0; sp < kDecodeSplits; ++sp) {
-    const bool in = sp < used;
-    ms[sp] = in ? __ldcg(parts + sp * (kD + 2)) : -__int_as_float(0x7f800000);
-    ls[sp] = in ? __ldcg(parts + sp * (kD + 2) + 1) : 0.0f;
-    os[sp] = in && d0 < kD ? __ldcg(parts + sp * (kD + 2) + 2 + d0) : 0.0f;
-  }
-  float m_merged = ms[0];
-#pragma unroll
-  for (int sp = 1; sp < kDecodeSplits; ++sp) m_merged = fmaxf(m_merged, ms[sp]);
-  float weight[kDecodeSplits], l_merged = 0.0f;
-#pragma unroll
-  for (int sp = 0; sp < kDecodeSplits; ++sp) {
-    weight[sp] = sp < used ? expf(ms[sp] - m_merged) : 0.0f;
-    l_merged += ls[sp] * weight[sp];
-  }
-  float* y = p.y + th * kD;
-  float mine = 0.0f;  // output dim d0
-  for (int d = d0; d < kD; d += blockDim.x) {
-    float acc = 0.0f;
-#pragma unroll
-    for (int sp = 0; sp < kDecodeSplits; ++sp) {
-      const float o = d == d0 ? os[sp] : sp < used ? __ldcg(parts + sp * (kD + 2) + 2 + d) : 0.0f;
-      acc = fmaf(o, weight[sp], acc);
-    }
-    const float out = acc / l_merged;
-    y[d] = out;
-    if (d == d0) mine = out;
-  }
-  if constexpr (kD == kAttentionStagedHeadDim && kD == 32 * kAttnWarps) {
-    if (p.stage_image != nullptr) StageMergedHead(p, h * kD, mine);
-  }
+  MergeSlices<kD>(p, th, h, used);
 }
 
 }  // namespace kiln

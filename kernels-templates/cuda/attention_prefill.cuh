@@ -24,6 +24,39 @@ __device__ __forceinline__ uint2 FourHalves(const float* p) {
 }
 __device__ __forceinline__ uint2 FourHalves(const unsigned short* p) { return *reinterpret_cast<const uint2*>(p); }
 
+// The K and V rows of kT positions (rows[i]: position i's K row, its V
+// row v_offset elements on; null: zeros) as halves in ks and vs, by 128
+// threads. Coalesced: consecutive threads take consecutive 4-element chunks
+// of a row (a warp reads 512 contiguous bytes per load when kD = 128 in
+// f32; one lane per row's own 256-byte run took 80 us a layer at 512
+// tokens, this 60), up to kBatch loads of K and of V in flight per thread.
+template <int kD, int kT, int kStride, class Elem>
+__device__ __forceinline__ void StageKvTile(const Elem* const* rows, long long v_offset, unsigned short (*ks)[kStride],
+                                            unsigned short (*vs)[kStride]) {
+  constexpr int kChunks = kD / 4, kPer = kT * kChunks / 128, kBatch = kPer < 8 ? kPer : 8;
+#pragma unroll
+  for (int b0 = 0; b0 < kPer; b0 += kBatch) {
+    uint2 kv[kBatch], vv[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int i = threadIdx.x + 128 * (b0 + b);
+      const Elem* krow = b0 + b < kPer ? rows[i / kChunks] : nullptr;
+      kv[b] = vv[b] = {0u, 0u};
+      if (krow != nullptr) {
+        kv[b] = FourHalves(krow + 4 * (i % kChunks));
+        vv[b] = FourHalves(krow + v_offset + 4 * (i % kChunks));
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      if (b0 + b >= kPer) break;
+      const int i = threadIdx.x + 128 * (b0 + b), r = i / kChunks, d = 4 * (i % kChunks);
+      *reinterpret_cast<uint2*>(&ks[r][d]) = kv[b];
+      *reinterpret_cast<uint2*>(&vs[r][d]) = vv[b];
+    }
+  }
+}
+
 // grid (ceil(bucket / kPrefillTileTokens), num_heads), 128 threads; kD a
 // multiple of 16, at most 128.
 template <int kD, class Kv>
@@ -96,34 +129,7 @@ __global__ void __launch_bounds__(128) attention_prefill_kernel(AttentionParams 
                 : nullptr;
     }
     __syncthreads();  // every warp is done with the previous K and V (and Q's staging); the pointers are ready
-    {
-      // Coalesced: consecutive threads take consecutive 16-byte chunks of a
-      // row (a warp reads 512 contiguous bytes per load when kD = 128; one
-      // lane per row's own 256-byte run took 80 us a layer at 512 tokens,
-      // this 60), up to kBatch loads of K and of V in flight per thread.
-      constexpr int kChunks = kD / 4, kPer = kT * kChunks / 128, kBatch = kPer < 8 ? kPer : 8;
-#pragma unroll
-      for (int b0 = 0; b0 < kPer; b0 += kBatch) {
-        uint2 kv[kBatch], vv[kBatch];
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-          const int i = threadIdx.x + 128 * (b0 + b);
-          const Elem* krow = b0 + b < kPer ? rows[buf][i / kChunks] : nullptr;
-          kv[b] = vv[b] = {0u, 0u};
-          if (krow != nullptr) {
-            kv[b] = FourHalves(krow + 4 * (i % kChunks));
-            vv[b] = FourHalves(krow + v_offset + 4 * (i % kChunks));
-          }
-        }
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-          if (b0 + b >= kPer) break;
-          const int i = threadIdx.x + 128 * (b0 + b), r = i / kChunks, d = 4 * (i % kChunks);
-          *reinterpret_cast<uint2*>(&ks[r][d]) = kv[b];
-          *reinterpret_cast<uint2*>(&vs[r][d]) = vv[b];
-        }
-      }
-    }
+    StageKvTile<kD, kT, kStride>(rows[buf], v_offset, ks, vs);
     __syncthreads();
 
     // S: 16 rows x kT positions, as kT / 8 C fragments.

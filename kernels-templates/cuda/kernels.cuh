@@ -3,6 +3,7 @@
 #pragma once
 
 #include "attention.cuh"
+#include "attention_group.cuh"
 #include "attention_prefill.cuh"
 #include "matmul.cuh"
 #include "matmul_f16_tc.cuh"

@@ -142,6 +142,10 @@ class CudaExecutor final : public Executor {
   // (AttentionParams::stage_image), on the same terms for li + 1 as
   // PrestagesNext's.
   bool AttentionStagesNext(size_t li, size_t bucket) const;
+  // Whether launch li's decode attention runs attention_group_kernel, and
+  // the y of its grid (KV heads for that kernel, query heads otherwise).
+  bool UsesAttentionGroup(size_t li) const;
+  int AttentionBlocksY(const PlanLaunch& l, int64_t heads) const;
   // Whether launch li of a one-token step can take its activations from a
   // stage image: a matmul_kernel decode over one q4_K weight of K = k, in
   // one staged chunk, with no norm, reading arena offset input_at.
@@ -226,6 +230,7 @@ class CudaExecutor final : public Executor {
   int tile_int8_row_tiles_ = 0;
   bool pair_tile_ = true;  // q8_0's two-token buckets on matmul_kernel, tile 2
   bool k_splits_ = true;   // the wgmma prefill matmul cuts K where its tiles are few
+  bool attention_group_ = true;
   bool stream_decode_ = false;  // q8_0's one-token decode on matmul_stream_kernel (sm_90)
   bool q4k_tables_ = true;      // q4_K's matmul_kernel reads scale tables made at load
   bool prestage_ = true;        // PrestagesNext's pairs stage once (KILN_CUDA_PRESTAGE=0: never)
@@ -364,8 +369,9 @@ bool CudaExecutor::PrestagesNext(size_t li, size_t bucket) const {
 bool CudaExecutor::AttentionStagesNext(size_t li, size_t bucket) const {
   if (!prestage_ || plan_.buckets[bucket] != 1 || li + 1 >= plan_.launches.size()) return false;
   if (plan_.pool.head_dim != kAttentionStagedHeadDim) return false;
-  if (std::none_of(calls_[li].begin(), calls_[li].end(),
-                   [](const ResolvedCall& r) { return r.call.kind == KernelKind::kAttention; })) {
+  if (std::none_of(calls_[li].begin(), calls_[li].end(), [](const ResolvedCall& r) {
+        return r.call.kind == KernelKind::kAttention || r.call.kind == KernelKind::kAttentionGroup;
+      })) {
     return false;
   }
   const PlanLaunch& from = plan_.launches[li];
@@ -373,8 +379,19 @@ bool CudaExecutor::AttentionStagesNext(size_t li, size_t bucket) const {
   absl::StatusOr<int64_t> heads = from.Int("num_heads");
   if (out == nullptr || out->kind != PlanBinding::Kind::kArena || !heads.ok()) return false;
   // Only the merging blocks stage: a one-slice launch (few SMs for its heads) writes no image.
-  if (AttentionSplits(1, static_cast<int>(*heads), context_->multiprocessors()) == 1) return false;
+  if (AttentionSplits(1, AttentionBlocksY(from, *heads), context_->multiprocessors()) == 1) return false;
   return ReadsStageImage(li + 1, bucket, *heads * kAttentionStagedHeadDim, out->arena[bucket]);
+}
+
+bool CudaExecutor::UsesAttentionGroup(size_t li) const {
+  return attention_group_ && std::any_of(calls_[li].begin(), calls_[li].end(), [](const ResolvedCall& r) {
+           return r.call.kind == KernelKind::kAttentionGroup;
+         });
+}
+
+int CudaExecutor::AttentionBlocksY(const PlanLaunch& l, int64_t heads) const {
+  const size_t li = static_cast<size_t>(&l - plan_.launches.data());
+  return static_cast<int>(li < calls_.size() && UsesAttentionGroup(li) ? plan_.pool.kv_heads : heads);
 }
 
 const CudaExecutor::DeviceWeight* CudaExecutor::LaunchWeight(const PlanLaunch& l, const std::string& role) const {
@@ -489,6 +506,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->pair_tile_ = SwitchOn("KILN_CUDA_PAIR_TILE");
   // Where its tiles are few, the wgmma matmul cuts K into slices (KILN_CUDA_K_SPLITS=0: never).
   ex->k_splits_ = SwitchOn("KILN_CUDA_K_SPLITS");
+  ex->attention_group_ = SwitchOn("KILN_CUDA_ATTN_GROUP");  // experiment
   // q8_0's one-token decode streams the weights through shared memory on
   // the bulk copy engine (sm_90; KILN_CUDA_STREAM=0: matmul_kernel).
   ex->stream_decode_ = sm >= 90 && bundle->sm >= 90 && SwitchOn("KILN_CUDA_STREAM");
@@ -552,13 +570,15 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
           }
         }
       }
-      if (c.kind == KernelKind::kAttention) {
+      if (c.kind == KernelKind::kAttention || c.kind == KernelKind::kAttentionGroup) {
         absl::StatusOr<int64_t> heads = l.Int("num_heads");
         absl::StatusOr<int64_t> hd = l.Int("head_dim");
         if (!heads.ok() || !hd.ok()) return LaunchError(l, "needs num_heads and head_dim");
+        const int blocks_y = c.kind == KernelKind::kAttentionGroup ? static_cast<int>(p.pool.kv_heads)
+                                                                   : static_cast<int>(*heads);
         for (int64_t bucket : p.buckets) {
           const int64_t splits =
-              AttentionSplits(static_cast<int>(bucket), static_cast<int>(*heads), ex->context_->multiprocessors());
+              AttentionSplits(static_cast<int>(bucket), blocks_y, ex->context_->multiprocessors());
           if (splits == 1) continue;
           partial_floats = std::max(partial_floats, bucket * *heads * kDecodeSplits * (*hd + 2));
           split_counters = std::max(split_counters, bucket * *heads);
@@ -1188,7 +1208,11 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
       }
       case KernelKind::kKvAppend:
       case KernelKind::kAttentionPrefill:
-      case KernelKind::kAttention: {
+      case KernelKind::kAttention:
+      case KernelKind::kAttentionGroup: {
+        // The group kernel where the plan has it, attention_kernel otherwise.
+        if (c.kind == KernelKind::kAttention && UsesAttentionGroup(li)) break;
+        if (c.kind == KernelKind::kAttentionGroup && !UsesAttentionGroup(li)) break;
         AttentionParams ap{};
         absl::StatusOr<int64_t> heads = l.Int("num_heads");
         absl::StatusOr<int64_t> layer = l.Int("layer");
@@ -1218,10 +1242,11 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         ap.block_tables = input(layout_.block_tables);
         ap.pages_stride = static_cast<int>(layout_.pages_stride);
         ap.max_rows = max_rows;
-        ap.splits = AttentionSplits(max_rows, ap.num_heads, context_->multiprocessors());
+        ap.splits = AttentionSplits(max_rows, AttentionBlocksY(l, *heads), context_->multiprocessors());
         ap.partials = reinterpret_cast<float*>(partials_);
         ap.split_done = reinterpret_cast<unsigned*>(split_done_);
-        if (c.kind == KernelKind::kAttention && AttentionStagesNext(li, bucket)) {
+        if ((c.kind == KernelKind::kAttention || c.kind == KernelKind::kAttentionGroup) &&
+            AttentionStagesNext(li, bucket)) {
           ap.stage_image = reinterpret_cast<float*>(stage_image_);
         }
         // Prefill buckets: tiles of one sequence on tensor cores first; attention_kernel takes the other tokens.
@@ -1235,8 +1260,10 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         if (c.kind == KernelKind::kKvAppend && ap.append) break;
         const unsigned grid_x = c.kind == KernelKind::kAttentionPrefill ? (max_rows + kPrefillTileTokens - 1) / kPrefillTileTokens
                                                                         : static_cast<unsigned>(max_rows);
-        const unsigned grid_y = static_cast<unsigned>(c.kind == KernelKind::kKvAppend ? plan_.pool.kv_heads : *heads);
-        const unsigned grid_z = c.kind == KernelKind::kAttention ? static_cast<unsigned>(ap.splits) : 1;
+        const unsigned grid_y = static_cast<unsigned>(
+            c.kind == KernelKind::kKvAppend || c.kind == KernelKind::kAttentionGroup ? plan_.pool.kv_heads : *heads);
+        const unsigned grid_z =
+            c.kind == KernelKind::kAttention || c.kind == KernelKind::kAttentionGroup ? static_cast<unsigned>(ap.splits) : 1;
         if (absl::Status s = Launch(rc.functions[0], grid_x, grid_y, grid_z, 128, 0, &ap); !s.ok()) return s;
         break;
       }

@@ -240,6 +240,12 @@ absl::StatusOr<std::vector<KernelCall>> LowerLaunch(const Plan& plan, const Plan
           Simple(KernelKind::kAttentionPrefill, absl::StrCat("kiln::attention_prefill_kernel<", *hd, ", ", kv, ">")));
     }
     calls.push_back(Simple(KernelKind::kAttention, absl::StrCat("kiln::attention_kernel<", *hd, ", ", kv, ">")));
+    absl::StatusOr<int64_t> heads = l.Int("num_heads");
+    if (heads.ok() && *hd % 16 == 0 && *hd <= 128 && *heads % plan.pool.kv_heads == 0 &&
+        *heads / plan.pool.kv_heads <= 16) {
+      calls.push_back(
+          Simple(KernelKind::kAttentionGroup, absl::StrCat("kiln::attention_group_kernel<", *hd, ", ", kv, ">")));
+    }
     return calls;
   }
   return LaunchError(l, "the CUDA backend has no kernel for op '" + op + "'");

@@ -23,6 +23,7 @@ enum class KernelKind {
   kKvAppend,
   kAttentionPrefill,  // attention_prefill_kernel<head_dim>: whole 64-token tiles of one sequence
   kAttention,         // attention_kernel<head_dim> (split-K slices merged by the last)
+  kAttentionGroup,    // attention_group_kernel<head_dim>: a token's heads of a KV head on tensor cores
 };
 
 // Token rows per block of the matmul kernel: 1 for the decode bucket,
