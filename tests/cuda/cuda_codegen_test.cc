@@ -226,7 +226,7 @@ TEST(CudaCodegen, Llama3ShapedPlansCompileForSm90) {
   }
 }
 
-// An f16 page pool (kiln compile --kv-type f16): the three attention
+// An f16 page pool (kiln compile --kv-type f16): the four attention
 // kernels' KvF16 instances compile for sm_90, spilling no more than the f32
 // pool's (whose prefill tiles NVRTC's ptxas already spills 8 bytes of at 128
 // dims), and a launch whose kv_type is not the pool's is an error naming it.
@@ -257,7 +257,8 @@ TEST(CudaCodegen, F16KvCacheAttentionCompilesForSm90) {
       ASSERT_TRUE(bundle.ok()) << bundle.status();
       const std::string kv = f16 ? "kiln::KvF16" : "kiln::KvF32", other = f16 ? "kiln::KvF32" : "kiln::KvF16";
       for (const std::string& name : {absl::StrCat("kiln::kv_append_kernel<", kv, ">"),
-                                      absl::StrCat("kiln::attention_kernel<", head_dim, ", ", kv, ">")}) {
+                                      absl::StrCat("kiln::attention_kernel<", head_dim, ", ", kv, ">"),
+                                      absl::StrCat("kiln::attention_group_kernel<", head_dim, ", ", kv, ">")}) {
         const cuda::BundleKernel* kernel = bundle->Find(name);
         ASSERT_NE(kernel, nullptr) << name;
         EXPECT_EQ(kernel->spill_store_bytes, 0) << name;
