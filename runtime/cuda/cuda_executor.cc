@@ -142,10 +142,11 @@ class CudaExecutor final : public Executor {
   // (AttentionParams::stage_image), on the same terms for li + 1 as
   // PrestagesNext's.
   bool AttentionStagesNext(size_t li, size_t bucket) const;
-  // Whether launch li's decode attention runs attention_group_kernel, and
-  // the y of its grid (KV heads for that kernel, query heads otherwise).
-  bool UsesAttentionGroup(size_t li) const;
-  int AttentionBlocksY(const PlanLaunch& l, int64_t heads) const;
+  // Whether launch li's attention runs attention_group_kernel in a bucket
+  // of `tokens`, and the y of its grid (KV heads for that kernel, query
+  // heads for attention_kernel).
+  bool UsesAttentionGroup(size_t li, int64_t tokens) const;
+  int AttentionBlocksY(size_t li, int64_t heads, int64_t tokens) const;
   // Whether launch li of a one-token step can take its activations from a
   // stage image: a matmul_kernel decode over one q4_K weight of K = k, in
   // one staged chunk, with no norm, reading arena offset input_at.
@@ -230,7 +231,7 @@ class CudaExecutor final : public Executor {
   int tile_int8_row_tiles_ = 0;
   bool pair_tile_ = true;  // q8_0's two-token buckets on matmul_kernel, tile 2
   bool k_splits_ = true;   // the wgmma prefill matmul cuts K where its tiles are few
-  bool attention_group_ = true;
+  bool attention_group_ = true;  // attention_group_kernel from kAttentionGroupMinBucket tokens
   bool stream_decode_ = false;  // q8_0's one-token decode on matmul_stream_kernel (sm_90)
   bool q4k_tables_ = true;      // q4_K's matmul_kernel reads scale tables made at load
   bool prestage_ = true;        // PrestagesNext's pairs stage once (KILN_CUDA_PRESTAGE=0: never)
@@ -379,19 +380,18 @@ bool CudaExecutor::AttentionStagesNext(size_t li, size_t bucket) const {
   absl::StatusOr<int64_t> heads = from.Int("num_heads");
   if (out == nullptr || out->kind != PlanBinding::Kind::kArena || !heads.ok()) return false;
   // Only the merging blocks stage: a one-slice launch (few SMs for its heads) writes no image.
-  if (AttentionSplits(1, AttentionBlocksY(from, *heads), context_->multiprocessors()) == 1) return false;
+  if (AttentionSplits(1, AttentionBlocksY(li, *heads, 1), context_->multiprocessors()) == 1) return false;
   return ReadsStageImage(li + 1, bucket, *heads * kAttentionStagedHeadDim, out->arena[bucket]);
 }
 
-bool CudaExecutor::UsesAttentionGroup(size_t li) const {
-  return attention_group_ && std::any_of(calls_[li].begin(), calls_[li].end(), [](const ResolvedCall& r) {
-           return r.call.kind == KernelKind::kAttentionGroup;
-         });
+bool CudaExecutor::UsesAttentionGroup(size_t li, int64_t tokens) const {
+  return attention_group_ && tokens >= kAttentionGroupMinBucket &&
+         std::any_of(calls_[li].begin(), calls_[li].end(),
+                     [](const ResolvedCall& r) { return r.call.kind == KernelKind::kAttentionGroup; });
 }
 
-int CudaExecutor::AttentionBlocksY(const PlanLaunch& l, int64_t heads) const {
-  const size_t li = static_cast<size_t>(&l - plan_.launches.data());
-  return static_cast<int>(li < calls_.size() && UsesAttentionGroup(li) ? plan_.pool.kv_heads : heads);
+int CudaExecutor::AttentionBlocksY(size_t li, int64_t heads, int64_t tokens) const {
+  return static_cast<int>(UsesAttentionGroup(li, tokens) ? plan_.pool.kv_heads : heads);
 }
 
 const CudaExecutor::DeviceWeight* CudaExecutor::LaunchWeight(const PlanLaunch& l, const std::string& role) const {
@@ -506,7 +506,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   ex->pair_tile_ = SwitchOn("KILN_CUDA_PAIR_TILE");
   // Where its tiles are few, the wgmma matmul cuts K into slices (KILN_CUDA_K_SPLITS=0: never).
   ex->k_splits_ = SwitchOn("KILN_CUDA_K_SPLITS");
-  ex->attention_group_ = SwitchOn("KILN_CUDA_ATTN_GROUP");  // experiment
+  ex->attention_group_ = SwitchOn("KILN_CUDA_ATTN_GROUP");
   // q8_0's one-token decode streams the weights through shared memory on
   // the bulk copy engine (sm_90; KILN_CUDA_STREAM=0: matmul_kernel).
   ex->stream_decode_ = sm >= 90 && bundle->sm >= 90 && SwitchOn("KILN_CUDA_STREAM");
@@ -1211,8 +1211,8 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
       case KernelKind::kAttention:
       case KernelKind::kAttentionGroup: {
         // The group kernel where the plan has it, attention_kernel otherwise.
-        if (c.kind == KernelKind::kAttention && UsesAttentionGroup(li)) break;
-        if (c.kind == KernelKind::kAttentionGroup && !UsesAttentionGroup(li)) break;
+        if (c.kind == KernelKind::kAttention && UsesAttentionGroup(li, max_rows)) break;
+        if (c.kind == KernelKind::kAttentionGroup && !UsesAttentionGroup(li, max_rows)) break;
         AttentionParams ap{};
         absl::StatusOr<int64_t> heads = l.Int("num_heads");
         absl::StatusOr<int64_t> layer = l.Int("layer");
@@ -1242,7 +1242,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         ap.block_tables = input(layout_.block_tables);
         ap.pages_stride = static_cast<int>(layout_.pages_stride);
         ap.max_rows = max_rows;
-        ap.splits = AttentionSplits(max_rows, AttentionBlocksY(l, *heads), context_->multiprocessors());
+        ap.splits = AttentionSplits(max_rows, AttentionBlocksY(li, *heads, max_rows), context_->multiprocessors());
         ap.partials = reinterpret_cast<float*>(partials_);
         ap.split_done = reinterpret_cast<unsigned*>(split_done_);
         if ((c.kind == KernelKind::kAttention || c.kind == KernelKind::kAttentionGroup) &&

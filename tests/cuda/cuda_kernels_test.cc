@@ -713,6 +713,16 @@ TEST_F(CudaKernels, ArgmaxKeepsTheFirstOfEqualMaxima) {
   }
 }
 
+// Relative L2 bound of a paged attention's output against the CPU: f32
+// sums of f32 operands (attention_kernel), or of f16 Q, K, V and P on
+// tensor cores where buckets of kAttentionGroupMinBucket tokens or more run
+// attention_group_kernel (head dims of multiples of 16 up to 128, groups of
+// up to 16 heads; measured up to 3.2e-4) and prefill tiles run
+// attention_prefill_kernel.
+double AttentionBound(int64_t head_dim, int64_t group) {
+  return head_dim % 16 == 0 && head_dim <= 128 && group <= 16 ? 1e-3 : 1e-4;
+}
+
 struct AttentionCase {
   int64_t head_dim;
   const char* rope;  // "", "interleaved", "half"
@@ -769,7 +779,7 @@ TEST_P(CudaAttention, PagedAttentionOverStepsMatchesTheCpu) {
       // starting deep in the context, beside a partial one.
       RaggedBatch({167, 67}, {64, 100}, tables, 50, 7),
   };
-  Compare(b, {{out, c.heads * d, "paged attention"}}, steps, 1e-4, 64);
+  Compare(b, {{out, c.heads * d, "paged attention"}}, steps, AttentionBound(d, c.heads / c.kv_heads), 64);
 }
 
 // Query heads per KV head: 2 (stories260K's), 4 (Llama-3-8B's: 32 over 8)
@@ -830,7 +840,8 @@ TEST_F(CudaKernels, AttentionOverStepsOfManySequences) {
   std::vector<int32_t> zeros(kSeqs, 0), threes(kSeqs, 3), ones(kSeqs, 1);
   for (int32_t s = 0; s < kSeqs; ++s) tables.push_back({kSeqs - 1 - s});
   Compare(b, {{out, 8 * d, "paged attention, 140 sequences"}},
-          {RaggedBatch(zeros, threes, tables, 50, 1), RaggedBatch(threes, ones, tables, 50, 2)}, 1e-4, kSeqs);
+          {RaggedBatch(zeros, threes, tables, 50, 1), RaggedBatch(threes, ones, tables, 50, 2)}, AttentionBound(d, 4),
+          kSeqs);
 }
 
 }  // namespace
