@@ -84,6 +84,31 @@ __device__ __forceinline__ bool PrefillTileDone(const AttentionParams& p, const 
   return SequenceOf(p.query_starts, counts.seqs, first) == SequenceOf(p.query_starts, counts.seqs, last);
 }
 
+// A decode attention block's token t and context slice `split`, from the
+// step's inputs alone (no launch writes them), so read before its wait.
+struct TokenSlice {
+  bool token;                     // t is a token this launch attends for (not past the step, not a prefill tile's)
+  int pos, n, slice, begin, end;  // its position, its context n = pos + 1, the slices' length, this one's [begin, end)
+  const int* table;               // its sequence's block table
+  int q0, first_pos;              // the sequence's first token in the step, and its position (appending: else n)
+};
+
+__device__ __forceinline__ TokenSlice TokenSliceOf(const AttentionParams& p, int t, int split) {
+  const StepCounts counts = *p.counts;
+  TokenSlice r;
+  r.token = t < counts.tokens && !PrefillTileDone(p, counts, t / kPrefillTileTokens);
+  r.pos = r.token ? p.positions[t] : 0;
+  r.n = r.pos + 1;
+  r.slice = SliceOf(r.n, p.splits);
+  r.begin = split * r.slice;
+  r.end = min(r.n, r.begin + r.slice);
+  const int s = r.token ? SequenceOf(p.query_starts, counts.seqs, t) : 0;
+  r.table = p.block_tables + static_cast<long long>(s) * p.pages_stride;
+  r.q0 = r.token ? p.query_starts[s] : 0;
+  r.first_pos = p.append && r.token ? p.positions[r.q0] : r.n;
+  return r;
+}
+
 // grid (bucket tokens, kv_heads): one block per token and KV head.
 template <class Kv>
 __global__ void __launch_bounds__(128) kv_append_kernel(AttentionParams p) {
@@ -192,20 +217,10 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_kernel(AttentionPar
   // read before the wait: the graph's first launch waited for them, and
   // after the wait they were a chain of dependent loads on the step's path.
   const int t = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
-  const StepCounts counts = *p.counts;
-  const bool token = t < counts.tokens && !PrefillTileDone(p, counts, t / kPrefillTileTokens);
-  const int pos = token ? p.positions[t] : 0;
-  const int n = pos + 1;
-  const int slice = SliceOf(n, p.splits);
-  const int begin = split * slice;
-  const int end = min(n, begin + slice);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kv_head = h / (p.num_heads / p.pool.kv_heads);
-  const int s = token ? SequenceOf(p.query_starts, counts.seqs, t) : 0;
-  const int* table = p.block_tables + static_cast<long long>(s) * p.pages_stride;
   const int page_size = p.pool.page_size;
-  const int q0 = token ? p.query_starts[s] : 0;
-  const int first_pos = p.append && token ? p.positions[q0] : n;
+  const auto [token, pos, n, slice, begin, end, table, q0, first_pos] = TokenSliceOf(p, t, split);
   if (token && begin < n) PrefetchFirstRows<kD, Kv>(p, table, kv_head, begin, end, first_pos);
   WaitForPrevious();
   if (!token || begin >= n) return;  // empty slices are not counted by the merge either

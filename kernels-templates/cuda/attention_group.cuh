@@ -31,18 +31,8 @@ __global__ void __launch_bounds__(128) attention_group_kernel(AttentionParams p)
   using Elem = typename Kv::Elem;
   const int t = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
   const int group = p.num_heads / p.pool.kv_heads, h0 = kv_head * group;
-  const StepCounts counts = *p.counts;
-  const bool token = t < counts.tokens && !PrefillTileDone(p, counts, t / kPrefillTileTokens);
-  const int pos = token ? p.positions[t] : 0;
-  const int n = pos + 1;
-  const int slice = SliceOf(n, p.splits);
-  const int begin = split * slice;
-  const int end = min(n, begin + slice);
-  const int s = token ? SequenceOf(p.query_starts, counts.seqs, t) : 0;
-  const int* table = p.block_tables + static_cast<long long>(s) * p.pages_stride;
   const int page_size = p.pool.page_size;
-  const int q0 = token ? p.query_starts[s] : 0;
-  const int first_pos = p.append && token ? p.positions[q0] : n;
+  const auto [token, pos, n, slice, begin, end, table, q0, first_pos] = TokenSliceOf(p, t, split);
   if (token && begin < n) PrefetchFirstRows<kD, Kv>(p, table, kv_head, begin, end, first_pos);
   WaitForPrevious();
   if (!token || begin >= n) return;  // empty slices are not counted by the merge either
@@ -134,42 +124,17 @@ __global__ void __launch_bounds__(128) attention_group_kernel(AttentionParams p)
       MmaF16(sc[0], qa[c], kb);
       MmaF16(sc[1], qa[c], kb + 2);
     }
-    // Positions past the slice, then the online softmax of rows g (r 0, 1) and g + 8 (r 2, 3).
-    float m_new[2] = {m[0], m[1]};
+    // Positions past the slice, then the online softmax of rows g and g + 8.
 #pragma unroll
     for (int jt = 0; jt < 2; ++jt) {
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         if (w0 + 8 * jt + 2 * q + (r % 2) >= end) sc[jt][r] = -__int_as_float(0x7f800000);
-        m_new[r / 2] = fmaxf(m_new[r / 2], sc[jt][r]);
       }
     }
-    float correction[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      m_new[i] = fmaxf(m_new[i], __shfl_xor_sync(0xffffffffu, m_new[i], 1));
-      m_new[i] = fmaxf(m_new[i], __shfl_xor_sync(0xffffffffu, m_new[i], 2));
-      correction[i] = m_new[i] == -__int_as_float(0x7f800000) ? 1.0f : exp2f(m[i] - m_new[i]);
-    }
-    unsigned pa[4];
-#pragma unroll
-    for (int jt = 0; jt < 2; ++jt) {
-      float e[4];
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        e[r] = sc[jt][r] == -__int_as_float(0x7f800000) ? 0.0f : exp2f(sc[jt][r] - m_new[r / 2]);
-        sum[r / 2] += e[r];
-      }
-      pa[jt * 2] = PackHalf2(e[0], e[1]);
-      pa[jt * 2 + 1] = PackHalf2(e[2], e[3]);
-    }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
-      sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
-      l[i] = l[i] * correction[i] + sum[i];
-      m[i] = m_new[i];
-    }
+    float correction[2];
+    unsigned pa[1][4];
+    OnlineSoftmaxTiles<2>(sc, m, l, correction, pa);
     // O = O correction + P V: V rows [position][dim] through ldmatrix.trans.
 #pragma unroll
     for (int dj = 0; dj < kD / 8; dj += 2) {
@@ -182,8 +147,8 @@ __global__ void __launch_bounds__(128) attention_group_kernel(AttentionParams p)
         o[dj + x][2] *= correction[1];
         o[dj + x][3] *= correction[1];
       }
-      MmaF16(o[dj], pa, vb);
-      MmaF16(o[dj + 1], pa, vb + 2);
+      MmaF16(o[dj], pa[0], vb);
+      MmaF16(o[dj + 1], pa[0], vb + 2);
     }
   }
   LetNextLaunch();  // the block's K/V loads are done

@@ -57,6 +57,47 @@ __device__ __forceinline__ void StageKvTile(const Elem* const* rows, long long v
   }
 }
 
+// One step of a base-2 online softmax over kTiles score C fragments of
+// 8 positions (rows g: r 0, 1; g + 8: r 2, 3; masked scores -inf): the
+// rows' maxima m and sums l move on, `correction` is what the output's
+// rows are scaled by, and the weights come out as kTiles / 2 A fragments of
+// 16 positions (the score fragment of two 8-position tiles is the A
+// fragment of one 16-position step).
+template <int kTiles>
+__device__ __forceinline__ void OnlineSoftmaxTiles(float (&sc)[kTiles][4], float (&m)[2], float (&l)[2],
+                                                   float (&correction)[2], unsigned (&pa)[kTiles / 2][4]) {
+  float m_new[2] = {m[0], m[1]}, sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int jt = 0; jt < kTiles; ++jt)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) m_new[r / 2] = fmaxf(m_new[r / 2], sc[jt][r]);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    m_new[i] = fmaxf(m_new[i], __shfl_xor_sync(0xffffffffu, m_new[i], 1));
+    m_new[i] = fmaxf(m_new[i], __shfl_xor_sync(0xffffffffu, m_new[i], 2));
+    // A row with nothing visible yet (or an unused row) keeps m = -inf: no correction, weights 0.
+    correction[i] = m_new[i] == -__int_as_float(0x7f800000) ? 1.0f : exp2f(m[i] - m_new[i]);
+  }
+#pragma unroll
+  for (int jt = 0; jt < kTiles; ++jt) {
+    float e[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      e[r] = sc[jt][r] == -__int_as_float(0x7f800000) ? 0.0f : exp2f(sc[jt][r] - m_new[r / 2]);
+      sum[r / 2] += e[r];
+    }
+    pa[jt / 2][(jt % 2) * 2] = PackHalf2(e[0], e[1]);
+    pa[jt / 2][(jt % 2) * 2 + 1] = PackHalf2(e[2], e[3]);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
+    sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
+    l[i] = l[i] * correction[i] + sum[i];
+    m[i] = m_new[i];
+  }
+}
+
 // grid (ceil(bucket / kPrefillTileTokens), num_heads), 128 threads; kD a
 // multiple of 16, at most 128.
 template <int kD, class Kv>
@@ -148,44 +189,17 @@ __global__ void __launch_bounds__(128) attention_prefill_kernel(AttentionParams 
         MmaF16(sc[jt + 1], qa[c], kb + 2);
       }
     }
-    // Causal mask, then the online softmax of rows g (r 0, 1) and g + 8 (r 2, 3).
-    float m_new[2] = {m[0], m[1]};
+    // Causal mask, then the online softmax of rows g and g + 8.
 #pragma unroll
     for (int jt = 0; jt < kT / 8; ++jt) {
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const int j = j0 + 8 * jt + 2 * q + (r % 2);
-        if (j > row_pos[r / 2]) sc[jt][r] = -__int_as_float(0x7f800000);
-        m_new[r / 2] = fmaxf(m_new[r / 2], sc[jt][r]);
+        if (j0 + 8 * jt + 2 * q + (r % 2) > row_pos[r / 2]) sc[jt][r] = -__int_as_float(0x7f800000);
       }
     }
-    float correction[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      m_new[i] = fmaxf(m_new[i], __shfl_xor_sync(0xffffffffu, m_new[i], 1));
-      m_new[i] = fmaxf(m_new[i], __shfl_xor_sync(0xffffffffu, m_new[i], 2));
-      // A row with nothing visible yet (or an unused row) keeps m = -inf: no correction, weights 0.
-      correction[i] = m_new[i] == -__int_as_float(0x7f800000) ? 1.0f : exp2f(m[i] - m_new[i]);
-    }
+    float correction[2];
     unsigned pa[kT / 16][4];
-#pragma unroll
-    for (int jt = 0; jt < kT / 8; ++jt) {
-      float e[4];
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        e[r] = sc[jt][r] == -__int_as_float(0x7f800000) ? 0.0f : exp2f(sc[jt][r] - m_new[r / 2]);
-        sum[r / 2] += e[r];
-      }
-      pa[jt / 2][(jt % 2) * 2] = PackHalf2(e[0], e[1]);
-      pa[jt / 2][(jt % 2) * 2 + 1] = PackHalf2(e[2], e[3]);
-    }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
-      sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
-      l[i] = l[i] * correction[i] + sum[i];
-      m[i] = m_new[i];
-    }
+    OnlineSoftmaxTiles<kT / 8>(sc, m, l, correction, pa);
 #pragma unroll
     for (int dj = 0; dj < kD / 8; ++dj) {
       o[dj][0] *= correction[0];

@@ -29,6 +29,14 @@ inline std::vector<int32_t> GoldenIds(const JsonValue* a) {
   return out;
 }
 
+// Whether llama.cpp recorded that its f16 KV cache gives a golden's ids too
+// (checks.same_tokens_with_default_f16_kv_cache; the goldens used f32).
+inline bool SameTokensWithF16KvCache(const JsonValue& golden) {
+  const JsonValue* checks = golden.Find("checks");
+  const JsonValue* same = checks ? checks->Find("same_tokens_with_default_f16_kv_cache") : nullptr;
+  return same != nullptr && same->is_bool() && same->bool_value();
+}
+
 // Every golden of `tag` (not the activation dumps), by file name; empty when
 // the testdata is absent.
 inline std::vector<GoldenCase> GoldenCases(const std::string& tag) {

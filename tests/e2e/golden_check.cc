@@ -9,6 +9,7 @@
 #include "runtime/executor/program.h"
 #include "runtime/util/json.h"
 #include "tests/e2e/compiled_model.h"
+#include "tests/e2e/golden_cases.h"
 #include "tests/test_support.h"
 
 namespace kiln {
@@ -226,9 +227,7 @@ TEST_F(GoldenCheck, Stories260KF16KvCacheGreedyIds) {
   for (const auto& path : Cases("stories260K")) {
     absl::StatusOr<JsonValue> j = ParseJson(testing::ReadFileOrDie(path));
     ASSERT_TRUE(j.ok()) << j.status();
-    const JsonValue* checks = j->Find("checks");
-    const JsonValue* same = checks ? checks->Find("same_tokens_with_default_f16_kv_cache") : nullptr;
-    if (same != nullptr && same->is_bool() && same->bool_value()) cases.push_back(path);
+    if (testing::SameTokensWithF16KvCache(*j)) cases.push_back(path);
   }
   if (cases.empty()) GTEST_SKIP() << "no goldens under " << testing::TestDataDir();
   std::unique_ptr<CpuExecutor> ex = Load("stories260K", 256, "", "f16");
