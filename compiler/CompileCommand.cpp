@@ -81,14 +81,17 @@ int RunCompile(int argc, char** argv) {
                             "--dump-ir shows every stage.");
   args.Positional("MODEL", "a .gguf file or a Hugging Face folder (config.json + safetensors)")
       .Option("output", "FILE", "artifact to write", "", "-o")
-      .Option("target", "LIST", "comma-separated: cpu | vulkan | cuda:sm_80 | cuda:sm_89 | cuda:sm_90 (the CPU runs any artifact)", "cpu")
+      .Option("target", "LIST",
+              "comma-separated: cpu | vulkan | cuda:sm_80 | cuda:sm_89 | cuda:sm_90 (the CPU runs any artifact)", "cpu")
       .Flag("program-only", "write plan, kernels and tokenizer but no weights (for big models: bind at load time)")
       .Option("quant", "TYPE", "weight storage: f16|bf16|q8_0|q4_k|int4|int2 (default: keep the file's types)")
       .Option("override", "LIST", "per-tensor storage, comma-separated NAME_SUBSTRING=TYPE")
       .Option("group-size", "N", "elements per scale for int4/int2", "128")
       .Option("page-size", "N", "KV cache page size in tokens", "16")
-      .Option("kv-type", "TYPE", "KV cache element type: f32 | f16 (half the memory and bytes read a step; "
-              "llama.cpp's default)", "f32")
+      .Option("kv-type", "TYPE",
+              "KV cache element type: f32 | f16 (half the memory and bytes read a step; "
+              "llama.cpp's default)",
+              "f32")
       .Option("buckets", "LIST", "token counts to plan the arena for, comma-separated (default 1,2,4,...,512)")
       .Option("max-context", "N", "KV positions per sequence (default: the model's context length)", "0")
       .Option("dump-ir", "WHEN", "after-all: write the IR after import and after every pass")

@@ -60,8 +60,8 @@ static std::string PassList(const PipelineOptions& o) {
   absl::StrAppend(&quant, "}");
   std::string plan = "kiln-plan-memory";
   if (!o.buckets.empty()) plan = absl::StrCat(plan, "{buckets=", BucketList(o.buckets), "}");
-  return absl::StrCat("kiln-fuse,", quant, ",kiln-paged-attention{page-size=", o.page_size, " kv-type=", o.kv_type, "},", plan,
-                      ",kiln-emit-plan");
+  return absl::StrCat("kiln-fuse,", quant, ",kiln-paged-attention{page-size=", o.page_size, " kv-type=", o.kv_type,
+                      "},", plan, ",kiln-emit-plan");
 }
 
 std::string DescribePipeline(const PipelineOptions& o) { return absl::StrCat("builtin.module(", PassList(o), ")"); }

@@ -3,7 +3,8 @@
 // In every function:
 //   - each !kiln.kv_cache argument becomes a !kiln.page_pool with the same
 //     layers, kv heads and head dim, `page-size` positions per page and the
-//     element type `kv-type` names (f32 or f16; empty keeps the cache's); the cache's positions per slot stay on the argument as
+//     element type `kv-type` names (f32 or f16; empty keeps the cache's);
+//     the cache's positions per slot stay on the argument as
 //     `kiln.max_tokens`, since they bound how many pages a sequence may hold
 //     (the width of its block-table row);
 //   - each argument read as `cache_slots` by a kiln.attention, or marked

@@ -166,9 +166,8 @@ KILN_AVX2 void WeightedValuesAvx2(const T* values, const RowOf& row_of, int64_t 
 // scores eight positions at a time, each block of K rows read once for
 // every head; V rows once a pass for up to kPassHeads8 heads.
 template <class T, class RowOf>
-KILN_AVX2 void AttendHeadsAvx2(const float* q, int64_t heads, const T* keys, const T* values,
-                               const RowOf& row_of, int64_t n, int64_t d, float scale, float* scores, float* inv,
-                               float* o) {
+KILN_AVX2 void AttendHeadsAvx2(const float* q, int64_t heads, const T* keys, const T* values, const RowOf& row_of,
+                               int64_t n, int64_t d, float scale, float* scores, float* inv, float* o) {
   const int64_t n8 = (n + 7) / 8 * 8;
   const __m256 vscale = _mm256_set1_ps(scale);
   for (int64_t j0 = 0; j0 < n8; j0 += 8) {
@@ -276,9 +275,8 @@ KILN_AVX512 void WeightedValues(const T* values, const RowOf& row_of, int64_t n,
 // kPassHeads heads. A head's operations do not depend on which heads share
 // its item, so results do not depend on the thread count.
 template <class T, class RowOf>
-KILN_AVX512 void AttendHeadsAvx512(const float* q, int64_t heads, const T* keys, const T* values,
-                                   const RowOf& row_of, int64_t n, int64_t d, float scale, float* scores, float* inv,
-                                   float* o) {
+KILN_AVX512 void AttendHeadsAvx512(const float* q, int64_t heads, const T* keys, const T* values, const RowOf& row_of,
+                                   int64_t n, int64_t d, float scale, float* scores, float* inv, float* o) {
   const int64_t n16 = (n + 15) / 16 * 16;
   const __m512 vscale = _mm512_set1_ps(scale);
   for (int64_t j0 = 0; j0 < n16; j0 += 16) {
@@ -439,8 +437,8 @@ void AttendAll(const AttentionBatch& b, const AttentionParams& p, const PagePool
 
 }  // namespace
 
-absl::Status PagedAttention(const AttentionBatch& b, const AttentionParams& p, const PagePool& pool,
-                            float* out, ThreadPool& threads) {
+absl::Status PagedAttention(const AttentionBatch& b, const AttentionParams& p, const PagePool& pool, float* out,
+                            ThreadPool& threads) {
   if (absl::Status st = Validate(b, p, pool); !st.ok()) return st;
   if (pool.data_f16 != nullptr) {
     AttendAll(b, p, pool, pool.data_f16, out, threads);

@@ -574,11 +574,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
         absl::StatusOr<int64_t> heads = l.Int("num_heads");
         absl::StatusOr<int64_t> hd = l.Int("head_dim");
         if (!heads.ok() || !hd.ok()) return LaunchError(l, "needs num_heads and head_dim");
-        const int blocks_y = c.kind == KernelKind::kAttentionGroup ? static_cast<int>(p.pool.kv_heads)
-                                                                   : static_cast<int>(*heads);
+        const int blocks_y =
+            c.kind == KernelKind::kAttentionGroup ? static_cast<int>(p.pool.kv_heads) : static_cast<int>(*heads);
         for (int64_t bucket : p.buckets) {
-          const int64_t splits =
-              AttentionSplits(static_cast<int>(bucket), blocks_y, ex->context_->multiprocessors());
+          const int64_t splits = AttentionSplits(static_cast<int>(bucket), blocks_y, ex->context_->multiprocessors());
           if (splits == 1) continue;
           partial_floats = std::max(partial_floats, bucket * *heads * kDecodeSplits * (*hd + 2));
           split_counters = std::max(split_counters, bucket * *heads);
@@ -1210,7 +1209,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
       case KernelKind::kAttentionPrefill:
       case KernelKind::kAttention:
       case KernelKind::kAttentionGroup: {
-        // The group kernel where the plan has it, attention_kernel otherwise.
+        // attention_group_kernel from kAttentionGroupMinBucket tokens where the plan has it, else attention_kernel.
         if (c.kind == KernelKind::kAttention && UsesAttentionGroup(li, max_rows)) break;
         if (c.kind == KernelKind::kAttentionGroup && !UsesAttentionGroup(li, max_rows)) break;
         AttentionParams ap{};
@@ -1262,8 +1261,9 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
                                                                         : static_cast<unsigned>(max_rows);
         const unsigned grid_y = static_cast<unsigned>(
             c.kind == KernelKind::kKvAppend || c.kind == KernelKind::kAttentionGroup ? plan_.pool.kv_heads : *heads);
-        const unsigned grid_z =
-            c.kind == KernelKind::kAttention || c.kind == KernelKind::kAttentionGroup ? static_cast<unsigned>(ap.splits) : 1;
+        const unsigned grid_z = c.kind == KernelKind::kAttention || c.kind == KernelKind::kAttentionGroup
+                                    ? static_cast<unsigned>(ap.splits)
+                                    : 1;
         if (absl::Status s = Launch(rc.functions[0], grid_x, grid_y, grid_z, 128, 0, &ap); !s.ok()) return s;
         break;
       }

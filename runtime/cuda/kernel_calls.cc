@@ -232,8 +232,7 @@ absl::StatusOr<std::vector<KernelCall>> LowerLaunch(const Plan& plan, const Plan
     if (!hd.ok()) return hd.status();
     if (*hd <= 0 || *hd > 256) return LaunchError(l, absl::StrCat("head_dim ", *hd, " is outside 1..256"));
     if (kv_type == "f16" && *hd % 4 != 0) return LaunchError(l, "an f16 KV cache needs head_dim a multiple of 4");
-    std::vector<KernelCall> calls = {
-        Simple(KernelKind::kKvAppend, absl::StrCat("kiln::kv_append_kernel<", kv, ">"))};
+    std::vector<KernelCall> calls = {Simple(KernelKind::kKvAppend, absl::StrCat("kiln::kv_append_kernel<", kv, ">"))};
     // Tensor-core tiles for head dims the kernel's fragments cover.
     if (*hd % 16 == 0 && *hd <= 128) {
       calls.push_back(

@@ -16,7 +16,7 @@ enum class KernelKind {
   kMatmul,       // matmul_kernel<Storage, epilogue, norm, tile>
   kElementwise,  // elementwise_kernel
   kRmsNorm,
-  kEmbedding,    // embedding_kernel<Storage>
+  kEmbedding,  // embedding_kernel<Storage>
   kGatherRows,
   kArgmax,
   kRope,

@@ -375,8 +375,13 @@ absl::Status CpuExecutor::RunAttentionOrRope(const PlanLaunch& l, const StepBatc
   ab.block_tables = batch.block_tables.data();
   ab.max_pages = batch.pages_per_seq;
   cpu::AttentionParams params{*layer, *heads, static_cast<float>(*scale)};
-  cpu::PagePool pool{plan_.pool.f16 ? nullptr : kv_.data(), plan_.pool.f16 ? kv_f16_.data() : nullptr,
-                     plan_.pool.layers, num_pages_, plan_.pool.page_size, plan_.pool.kv_heads, plan_.pool.head_dim};
+  cpu::PagePool pool{plan_.pool.f16 ? nullptr : kv_.data(),
+                     plan_.pool.f16 ? kv_f16_.data() : nullptr,
+                     plan_.pool.layers,
+                     num_pages_,
+                     plan_.pool.page_size,
+                     plan_.pool.kv_heads,
+                     plan_.pool.head_dim};
   if (const PlanBinding* b = l.Find("result")) rows_at_[b->arena[bucket]] = T;
   return cpu::PagedAttention(ab, params, pool, out, pool_);
 }

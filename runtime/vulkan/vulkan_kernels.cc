@@ -324,9 +324,10 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
   if (!kv_heads.ok()) return kv_heads.status();
   if (!layer.ok()) return layer.status();
   if (!scale.ok()) return scale.status();
-  if (l.constants.Find("kv_type")) {
-    absl::StatusOr<std::string> kv_type = l.String("kv_type");
-    if (!kv_type.ok() || *kv_type != "f32") return Unsupported(l, "the Vulkan backend keeps its KV pages in f32 (compile with --kv-type f32)");
+  // The pool's type and the launch's must both be f32.
+  absl::StatusOr<std::string> kv_type = l.constants.Find("kv_type") ? l.String("kv_type") : std::string("f32");
+  if (p.pool.f16 || !kv_type.ok() || *kv_type != "f32") {
+    return Unsupported(l, "the Vulkan backend keeps its KV pages in f32 (compile with --kv-type f32)");
   }
   if (*kv_heads != p.pool.kv_heads || *head_dim != p.pool.head_dim || *layer < 0 || *layer >= p.pool.layers ||
       *kv_heads <= 0 || *heads % *kv_heads != 0) {

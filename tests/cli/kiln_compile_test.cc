@@ -82,7 +82,8 @@ TEST(KilnCompile, PrintsPipeline) {
   const testing::CommandResult r = RunKiln("compile m.gguf --quant q4_k --page-size 32 --print-pipeline");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output,
-            "builtin.module(kiln-fuse,kiln-quantize{quant=q4_k group-size=128},kiln-paged-attention{page-size=32 kv-type=f32},"
+            "builtin.module(kiln-fuse,kiln-quantize{quant=q4_k group-size=128},kiln-paged-attention{page-size=32 "
+            "kv-type=f32},"
             "kiln-plan-memory,kiln-emit-plan)\n");
 }
 

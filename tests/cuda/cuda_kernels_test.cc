@@ -736,10 +736,10 @@ int64_t AttentionLaunch(SingleOpPlan& b, int64_t heads, int64_t kv_heads, int64_
                         bool f16 = false) {
   const int64_t q = b.Activation(heads * d, 50), k = b.Activation(kv_heads * d, 50), v = b.Activation(kv_heads * d, 50);
   const int64_t out = b.Region(heads * d);
-  std::string constants = absl::StrCat(R"({"num_heads": )", heads, R"(, "num_kv_heads": )", kv_heads, R"(, "head_dim": )", d,
-                                       R"(, "layer": 1, "scale": )", 1.0 / std::sqrt(static_cast<double>(d)),
-                                       R"(, "kv_type": ")", f16 ? "f16" : "f32", R"(", "page_size": )", page,
-                                       R"(, "max_tokens": 512)");
+  std::string constants =
+      absl::StrCat(R"({"num_heads": )", heads, R"(, "num_kv_heads": )", kv_heads, R"(, "head_dim": )", d,
+                   R"(, "layer": 1, "scale": )", 1.0 / std::sqrt(static_cast<double>(d)), R"(, "kv_type": ")",
+                   f16 ? "f16" : "f32", R"(", "page_size": )", page, R"(, "max_tokens": 512)");
   if (std::string(rope).size() > 0) {
     absl::StrAppend(&constants, R"(, "rope_theta": 10000, "rope_dims": )", d, R"(, "rope_style": ")", rope, R"(")");
   }
@@ -785,21 +785,17 @@ TEST_P(CudaAttention, PagedAttentionOverStepsMatchesTheCpu) {
 // Query heads per KV head: 2 (stories260K's), 4 (Llama-3-8B's: 32 over 8)
 // and 10; pages of 8 positions and of 12; f32 pools and f16 ones (the CPU
 // reading the same rounded rows).
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
-                         ::testing::Values(AttentionCase{8, "interleaved"}, AttentionCase{64, "half"},
-                                           AttentionCase{128, ""}, AttentionCase{128, "half"},
-                                           AttentionCase{256, "interleaved"}, AttentionCase{128, "half", 32, 8},
-                                           AttentionCase{64, "interleaved", 20, 2}, AttentionCase{64, "half", 4, 2, 12},
-                                           AttentionCase{8, "interleaved", 4, 2, 8, true},
-                                           AttentionCase{128, "half", 32, 8, 8, true},
-                                           AttentionCase{64, "half", 4, 2, 12, true},
-                                           AttentionCase{256, "", 4, 2, 8, true}),
-                         [](const ::testing::TestParamInfo<AttentionCase>& i) {
-                           return absl::StrCat("d", i.param.head_dim, "_",
-                                               std::string(i.param.rope).empty() ? "norope" : i.param.rope, "_h",
-                                               i.param.heads, "_kv", i.param.kv_heads, "_page", i.param.page,
-                                               i.param.f16 ? "_f16" : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaAttention,
+    ::testing::Values(AttentionCase{8, "interleaved"}, AttentionCase{64, "half"}, AttentionCase{128, ""},
+                      AttentionCase{128, "half"}, AttentionCase{256, "interleaved"}, AttentionCase{128, "half", 32, 8},
+                      AttentionCase{64, "interleaved", 20, 2}, AttentionCase{64, "half", 4, 2, 12},
+                      AttentionCase{8, "interleaved", 4, 2, 8, true}, AttentionCase{128, "half", 32, 8, 8, true},
+                      AttentionCase{64, "half", 4, 2, 12, true}, AttentionCase{256, "", 4, 2, 8, true}),
+    [](const ::testing::TestParamInfo<AttentionCase>& i) {
+      return absl::StrCat("d", i.param.head_dim, "_", std::string(i.param.rope).empty() ? "norope" : i.param.rope, "_h",
+                          i.param.heads, "_kv", i.param.kv_heads, "_page", i.param.page, i.param.f16 ? "_f16" : "");
+    });
 
 // One-token decode attention over heads of 128 dims stages the o
 // projection's int8 activations in its merging blocks

@@ -94,15 +94,16 @@ class SingleOpPlan {
   Plan PlanWithResult(int64_t at, int64_t width) const {
     std::vector<int64_t> arena(buckets_.size(), std::max<int64_t>(arena_, 256));
     const std::string json = absl::StrCat(
-        R"({"format": "kiln-plan-v1", "function": "step", "model": {"n_vocab": )", width,
-        R"(}, "buckets": [)", absl::StrJoin(buckets_, ", "), R"(], "arena_bytes": [)", absl::StrJoin(arena, ", "),
-        R"(], "results": [)", Arena("result0", at),
+        R"({"format": "kiln-plan-v1", "function": "step", "model": {"n_vocab": )", width, R"(}, "buckets": [)",
+        absl::StrJoin(buckets_, ", "), R"(], "arena_bytes": [)", absl::StrJoin(arena, ", "), R"(], "results": [)",
+        Arena("result0", at),
         R"(], "inputs": [{"role": "tokens", "kind": "tensor", "rank": 1}, {"role": "positions", "kind": "tensor", "rank": 1},)"
         R"( {"role": "query_starts", "kind": "tensor", "rank": 1}, {"role": "context_lens", "kind": "tensor", "rank": 1},)"
         R"( {"role": "block_tables", "kind": "tensor", "rank": 2}, {"role": "logit_rows", "kind": "tensor", "rank": 1},)"
-        R"( {"role": "kv", "kind": "page_pool", "layers": )", pool_.layers, R"(, "kv_heads": )", pool_.kv_heads,
-        R"(, "head_dim": )", pool_.head_dim, R"(, "page_size": )", pool_.page_size, R"(, "max_tokens": )",
-        pool_.max_tokens, R"(, "kv_type": ")", pool_.f16 ? "f16" : "f32", R"("}], "weights": [)", absl::StrJoin(weight_json_, ", "), R"(], "launches": [)",
+        R"( {"role": "kv", "kind": "page_pool", "layers": )",
+        pool_.layers, R"(, "kv_heads": )", pool_.kv_heads, R"(, "head_dim": )", pool_.head_dim, R"(, "page_size": )",
+        pool_.page_size, R"(, "max_tokens": )", pool_.max_tokens, R"(, "kv_type": ")", pool_.f16 ? "f16" : "f32",
+        R"("}], "weights": [)", absl::StrJoin(weight_json_, ", "), R"(], "launches": [)",
         absl::StrJoin(launch_json_, ", "), "]}");
     absl::StatusOr<Plan> plan = ParsePlan(json);
     if (!plan.ok()) {

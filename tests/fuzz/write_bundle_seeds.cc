@@ -21,7 +21,8 @@ std::vector<uint8_t> CudaSeed() {
   b.cubin = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
   b.info_log = "ptxas info    : Used 12 registers, used 0 barriers, 64 bytes smem\n";
   b.kernels.push_back({"kiln::rms_norm_kernel", "_ZN4kiln15rms_norm_kernelE", 12, 0, 0, 64, 0});
-  b.kernels.push_back({"kiln::attention_kernel<128, kiln::KvF32>", "_ZN4kiln16attention_kernelILi128ENS_5KvF32EEEvNS_15AttentionParamsE", 108, 0, 0, 2600, 0});
+  b.kernels.push_back({"kiln::attention_kernel<128, kiln::KvF32>",
+                       "_ZN4kiln16attention_kernelILi128ENS_5KvF32EEEvNS_15AttentionParamsE", 108, 0, 0, 2600, 0});
   return kiln::cuda::SerializeBundle(b);
 }
 
