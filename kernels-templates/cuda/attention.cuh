@@ -1,11 +1,12 @@
 // Paged attention over the KV page pool, f32 or f16 (the Kv parameter:
 // KvF32, KvF16). kv_append writes this step's k (rotated when the launch
 // carries rope constants) and v rows into their pages; attention_kernel<kD,
-// Kv> then runs causal grouped-query attention for
-// every (token, query head, context slice). A block of kAttnWarps warps
+// Kv> then runs causal grouped-query attention for every (token, query
+// head, context slice) of buckets under kAttentionGroupMinBucket tokens
+// (attention_group.cuh takes the larger ones). A block of kAttnWarps warps
 // serves one slice; the warps take kAttnPositions positions of it at a time,
 // loading their K and V rows together (each lane a 32-strided share of the
-// dims, so every row is read coalesced), scoring them with warp sums and
+// dims, runs of four in f16, so every row is read coalesced), scoring them with warp sums and
 // folding them into per-warp online-softmax states that the block merges.
 // With one slice the block writes the output; with several (decode: few
 // tokens, long contexts) each writes a partial state, and the last slice of
@@ -28,10 +29,6 @@ namespace kiln {
 struct KvF32 {
   using Elem = float;
   __device__ static float Load(const float* p) { return *p; }
-  __device__ static void Load4(const float* p, float* out) {
-    const float4 v = *reinterpret_cast<const float4*>(p);
-    out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
-  }
   __device__ static float From(float x) { return x; }
   __device__ static float Round(float x) { return x; }
 };
