@@ -43,22 +43,23 @@ void Drain(Scheduler& scheduler) {
   }
 }
 
+// With the KV cache in f32 and in f16 (kiln compile --kv-type f16; the four
+// goldens' ids hold there too, as llama.cpp recorded for its own f16 cache).
 TEST(SchedulerCheck, ThirtyTwoConcurrentGreedyRequestsMatchTheirSoloRuns) {
-  std::unique_ptr<Program> program = testing::CompileTestModel("stories260K");
-  if (program == nullptr) GTEST_SKIP() << "stories260K.gguf not found under " << testing::TestDataDir();
-  // Alone: a roomy executor. Together: 24 pages of 16 tokens, about a third of
-  // what the 32 requests need at once.
-  CpuExecutorOptions solo_options, shared_options;
-  solo_options.num_pages = 16;
-  shared_options.num_pages = testing::kBatchedCheckPages;
-  absl::StatusOr<std::unique_ptr<CpuExecutor>> solo = CpuExecutor::Create(program->plan, program->weights, solo_options);
-  ASSERT_TRUE(solo.ok()) << solo.status();
-  absl::StatusOr<std::unique_ptr<CpuExecutor>> shared =
-      CpuExecutor::Create(program->plan, program->weights, shared_options);
-  ASSERT_TRUE(shared.ok()) << shared.status();
-  testing::ExpectBatchedGreedyEqualsSolo(*program, **solo, **shared);
-  // The same with steps kept to 12 tokens while sequences decode.
-  testing::ExpectBatchedGreedyEqualsSolo(*program, **solo, **shared, 12);
+  for (const std::string kv_type : {"f32", "f16"}) {
+    SCOPED_TRACE(kv_type);
+    std::unique_ptr<Program> program = testing::CompileTestModel("stories260K", "", kv_type);
+    if (program == nullptr) GTEST_SKIP() << "stories260K.gguf not found under " << testing::TestDataDir();
+    ASSERT_EQ(program->plan.pool.f16, kv_type == "f16");
+    // Alone: a roomy executor. Together: 24 pages of 16 tokens, about a third of
+    // what the 32 requests need at once.
+    std::unique_ptr<CpuExecutor> solo = CpuExecutorWithPages(*program, 16);
+    std::unique_ptr<CpuExecutor> shared = CpuExecutorWithPages(*program, testing::kBatchedCheckPages);
+    ASSERT_TRUE(solo && shared);
+    testing::ExpectBatchedGreedyEqualsSolo(*program, *solo, *shared);
+    // The same with steps kept to 12 tokens while sequences decode.
+    testing::ExpectBatchedGreedyEqualsSolo(*program, *solo, *shared, 12);
+  }
 }
 
 }  // namespace
