@@ -140,10 +140,6 @@ int RunCompile(int argc, char** argv) {
                                              std::string(t)));
     }
     if (t != "cpu") gpu_targets.emplace_back(t);
-    if (t == "vulkan" && options.kv_type != "f32") {
-      return Fail("compile", "--kv-type " + options.kv_type +
-                                 ": the Vulkan backend keeps its KV pages in f32 (compile with --kv-type f32)");
-    }
   }
   if (args.GetFlag("print-pipeline")) {
     std::printf("%s\n", compiler::DescribePipeline(options).c_str());

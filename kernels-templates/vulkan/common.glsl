@@ -41,8 +41,8 @@ layout(push_constant) uniform Params {
   uint out1;
   uint out2;
   uint rows_are_logit_rows;
-  uint kv_base;  // float offset of the layer's K half inside binding 6
-  uint kv_half;  // floats from a K row to its V row
+  uint kv_base;  // element offset (f32, or f16 with KV_F16) of the layer's K half inside binding 6
+  uint kv_half;  // elements from a K row to its V row
   uint splits;   // attention: workgroups that share one (token, head)
   uint tokens_first;  // matmul_coopmat: token tiles fastest in the workgroup order
   uint row_rms;       // tiled matmuls with a norm: arena offset of each token's 1 / rms (row_rms.comp)

@@ -23,7 +23,8 @@
 // Decode steps get many splits (few tokens, long contexts), prefill one.
 // Constants: NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, PAGE_SIZE, SCALE, HAS_ROPE
 // (+ ROPE_DIMS, ROPE_STYLE), USES_PARTIALS, VEC (4 where HEAD_DIM is a
-// multiple of 4, else 1), TILE, WG (a multiple of TILE).
+// multiple of 4, else 1), KV_F16 (pages of halves; VEC 4), TILE, WG (a
+// multiple of TILE).
 // Push constants: in0 q, out0, kv_base, kv_half, splits.
 // Launch shape: x = NUM_KV_HEADS, y = the bucket's tokens, z = splits.
 #if HAS_ROPE
@@ -42,9 +43,20 @@
 shared float q_[GROUP * HEAD_DIM];
 shared float part_[PARTS * GROUP * TILE];
 shared float score_[GROUP * TILE];
-shared uint row_[TILE];  // float offset of each tile position's K row
+shared uint row_[TILE];  // element offset of each tile position's K row
 
-#if VEC == 4
+#if VEC == 4 && KV_F16
+#define VT vec4
+// Pages of halves as 8-byte words of four (the planner asks for VEC 4 with
+// KV_F16): kv_base, kv_half and every row start are multiples of 4.
+layout(std430, set = 0, binding = 6) buffer KvPagesH { uvec2 kvh[]; };
+VT kv_slice(uint at, uint i) {
+  const uvec2 w = kvh[at / 4u + i];
+  return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+}
+VT q_slice(uint at) { return vec4(q_[at], q_[at + 1u], q_[at + 2u], q_[at + 3u]); }
+#define VDOT(a, b) dot(a, b)
+#elif VEC == 4
 #define VT vec4
 // The pages as 16-byte words: kv_base, kv_half and every row start are then
 // multiples of 4 floats (HEAD_DIM is).

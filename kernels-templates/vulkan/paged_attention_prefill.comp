@@ -11,7 +11,8 @@
 // A tile of tokens from several sequences takes one pass per sequence; a
 // row counts only in its own sequence's pass.
 // Constants: NUM_HEADS, NUM_KV_HEADS, HEAD_DIM (a multiple of 4 * LPR),
-// PAGE_SIZE, SCALE, HAS_ROPE (+ ROPE_DIMS, ROPE_STYLE), QT, LPR (a power of
+// PAGE_SIZE, SCALE, HAS_ROPE (+ ROPE_DIMS, ROPE_STYLE), KV_F16 (pages of
+// halves), QT, LPR (a power of
 // two, at most the subgroup size), KT, WG (QT * GROUP * LPR rounded up).
 // Push constants: in0 q, out0, kv_base, kv_half.
 // Launch shape: x = NUM_KV_HEADS, y = ceil(bucket / QT).
@@ -25,7 +26,17 @@
 #define DV (HV / LPR)      // vec4s of a row each lane holds: lane, lane + LPR, ...
 #define NEG_INF uintBitsToFloat(0xFF800000u)
 
+#if KV_F16
+// Pages of halves as 8-byte words of four.
+layout(std430, set = 0, binding = 6) buffer KvPagesH { uvec2 kvh[]; };
+vec4 kv_vec4(uint i) {
+  const uvec2 w = kvh[i];
+  return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+}
+#else
 layout(std430, set = 0, binding = 6) buffer KvPages4 { vec4 kv4[]; };
+vec4 kv_vec4(uint i) { return kv4[i]; }
+#endif
 
 shared vec4 k_[KT * HV];
 shared vec4 v_[KT * HV];
@@ -83,8 +94,8 @@ void main() {
           const uint j = j0 + p;
           const uint page = uint(io_at(IO_BLOCK_TABLES, table + j / PAGE_SIZE));
           const uint row = (pc.kv_base + (page * PAGE_SIZE + j % PAGE_SIZE) * KV_W + kv_col) / 4u;
-          kr = kv4[row + c];
-          vr = kv4[row + pc.kv_half / 4u + c];
+          kr = kv_vec4(row + c);
+          vr = kv_vec4(row + pc.kv_half / 4u + c);
         }
         k_[e] = kr;
         v_[e] = vr;

@@ -172,7 +172,7 @@ class VulkanExecutor final : public Executor {
   std::vector<Dispatch> dispatches_;
   std::vector<std::vector<bool>> logit_rows_;  // [launch][bucket]
   int64_t num_pages_ = 0, n_vocab_ = 0, max_token_ = 0;
-  int64_t kv_half_floats_ = 0;
+  int64_t kv_half_elements_ = 0;  // of a layer's K (or V) half: f32 or f16 as the plan's pool
   // A GPU needs many workgroups per decode step; a CPU device (lavapipe) has
   // a few threads and pays for every workgroup.
   int64_t max_attention_splits_ = kMaxAttentionSplits;
@@ -541,7 +541,7 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
   absl::StatusOr<VkDescriptorPool> pool = dev_.CreateDescriptorPool(sets, 8);
   if (!pool.ok()) return pool.status();
   descriptor_pool_ = *pool;
-  const int64_t layer_bytes = 2 * kv_half_floats_ * 4;
+  const int64_t layer_bytes = 2 * kv_half_elements_ * plan_.pool.element_bytes();
   // f16: the set of tiled_f16 dispatches' prefill variant (weight slots on
   // the f16 copies).
   auto write_set = [&](const Dispatch& d, bool f16, VkDescriptorSet* set) -> absl::Status {
@@ -656,7 +656,7 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
     pending_writes.insert(pending_writes.end(), writes.begin(), writes.end());
   };
   VkPipeline bound = VK_NULL_HANDLE;
-  const int64_t layer_floats = 2 * kv_half_floats_;
+  const int64_t layer_elements = 2 * kv_half_elements_, kv_bytes = plan_.pool.element_bytes();
   const int64_t splits = AttentionSplits(B, max_attention_splits_);
   for (const Dispatch& d : dispatches_) {
     const PlannedDispatch& p = d.planned;
@@ -690,11 +690,11 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
       reads.push_back({0, at * 4, (at + B) * 4});
     }
     if (p.layer >= 0) {
-      const int64_t start = p.layer * layer_floats * 4;
+      const int64_t start = p.layer * layer_elements * kv_bytes;
       const int64_t bind = start / static_cast<int64_t>(dev_.storage_align()) * static_cast<int64_t>(dev_.storage_align());
-      pc.kv_base = static_cast<uint32_t>((start - bind) / 4);
-      pc.kv_half = static_cast<uint32_t>(kv_half_floats_);
-      const Access kv{1, start, start + layer_floats * 4};
+      pc.kv_base = static_cast<uint32_t>((start - bind) / kv_bytes);
+      pc.kv_half = static_cast<uint32_t>(kv_half_elements_);
+      const Access kv{1, start, start + layer_elements * kv_bytes};
       (p.kernel.template_name == "kv_append" ? writes : reads).push_back(kv);
     }
     if (l == nullptr) writes.push_back({2, 0, static_cast<int64_t>(io_.size)});
@@ -976,12 +976,13 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   arena_ = *arena;
 
   const int64_t needed = (plan_.pool.max_tokens + plan_.pool.page_size - 1) / plan_.pool.page_size;
-  const int64_t page_floats = plan_.pool.page_size * plan_.pool.kv_heads * plan_.pool.head_dim;
+  const int64_t page_elements = plan_.pool.page_size * plan_.pool.kv_heads * plan_.pool.head_dim;
   const uint64_t range = dev_.props().limits.maxStorageBufferRange;
   num_pages_ = options_.num_pages > 0 ? options_.num_pages : needed;
   if (options_.num_pages == 0 && options_.kv_fraction > 0) {
     // Sized from free memory, but never past what one layer's binding can address.
-    int64_t cap = static_cast<int64_t>((range - std::min<uint64_t>(range, dev_.storage_align())) / (8 * page_floats));
+    int64_t cap = static_cast<int64_t>((range - std::min<uint64_t>(range, dev_.storage_align())) /
+                                       (2 * page_elements * plan_.pool.element_bytes()));
     if (options_.max_kv_pages > 0) cap = std::min(cap, options_.max_kv_pages);
     absl::StatusOr<int64_t> pages =
         KvPagesForFreeMemory(dev_.device_heap_free(), options_.kv_fraction, plan_.pool.page_bytes(), cap,
@@ -989,15 +990,16 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
     if (!pages.ok()) return pages.status();
     num_pages_ = *pages;
   }
-  kv_half_floats_ = num_pages_ * page_floats;
-  if (static_cast<uint64_t>(2 * kv_half_floats_ * 4) + dev_.storage_align() > range ||
+  kv_half_elements_ = num_pages_ * page_elements;
+  const int64_t layer_kv_bytes = 2 * kv_half_elements_ * plan_.pool.element_bytes();
+  if (static_cast<uint64_t>(layer_kv_bytes) + dev_.storage_align() > range ||
       static_cast<uint64_t>(arena_bytes) > range) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "vulkan: a layer's KV pages (%d bytes) or the arena (%d bytes) exceed the device's %d-byte storage buffer "
         "range; use fewer pages or smaller buckets",
-        2 * kv_half_floats_ * 4, arena_bytes, range));
+        layer_kv_bytes, arena_bytes, range));
   }
-  absl::StatusOr<Buffer> kv = dev_.CreateBuffer(2 * plan_.pool.layers * kv_half_floats_ * 4, false, "KV pages");
+  absl::StatusOr<Buffer> kv = dev_.CreateBuffer(plan_.pool.layers * layer_kv_bytes, false, "KV pages");
   if (!kv.ok()) return kv.status();
   kv_ = *kv;
   // Split-K attention partials: the most any bucket's attention writes.

@@ -324,11 +324,15 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
   if (!kv_heads.ok()) return kv_heads.status();
   if (!layer.ok()) return layer.status();
   if (!scale.ok()) return scale.status();
-  // The pool's type and the launch's must both be f32.
-  absl::StatusOr<std::string> kv_type = l.constants.Find("kv_type") ? l.String("kv_type") : std::string("f32");
-  if (p.pool.f16 || !kv_type.ok() || *kv_type != "f32") {
-    return Unsupported(l, "the Vulkan backend keeps its KV pages in f32 (compile with --kv-type f32)");
-  }
+  // The launch's kv_type (where it has one) is the pool's: f32, or f16 for
+  // head dims of multiples of 4 (read four halves at a time).
+  absl::StatusOr<std::string> kv_type =
+      l.constants.Find("kv_type") ? l.String("kv_type") : std::string(p.pool.f16 ? "f16" : "f32");
+  if (!kv_type.ok()) return kv_type.status();
+  if (*kv_type != (p.pool.f16 ? "f16" : "f32"))
+    return Unsupported(l, "kv_type " + *kv_type + " is not the page pool's");
+  if (p.pool.f16 && *head_dim % 4 != 0) return Unsupported(l, "an f16 KV cache needs head_dim a multiple of 4");
+  const int64_t kv_f16 = p.pool.f16 ? 1 : 0;
   if (*kv_heads != p.pool.kv_heads || *head_dim != p.pool.head_dim || *layer < 0 || *layer >= p.pool.layers ||
       *kv_heads <= 0 || *heads % *kv_heads != 0) {
     return Unsupported(l, "heads, head_dim or layer disagree with the page pool");
@@ -341,7 +345,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
 
   InstanceBuilder append("kv_append", 64);
   append.Int("NUM_KV_HEADS", *kv_heads).Int("HEAD_DIM", *head_dim).Int("PAGE_SIZE", p.pool.page_size);
-  append.Int("HAS_ROPE", rope ? 1 : 0);
+  append.Int("HAS_ROPE", rope ? 1 : 0).Int("KV_F16", kv_f16);
   PlannedDispatch a;
   if (rope) {
     if (absl::Status s = AddRopeConstants(l, *head_dim, append, a); !s.ok()) return s;
@@ -349,7 +353,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
   a.kernel = append.Build();
   a.layer = *layer;
   a.inputs = {ArenaOperand{"k", kv_w}, ArenaOperand{"v", kv_w}};
-  a.shape.items_per_token = kv_w;
+  a.shape.items_per_token = kv_f16 ? kv_w / 2 : kv_w;
 
   // A workgroup per (KV head, token, split): a thread per (query head, slice
   // of VEC dims) of the KV head's group, in whole subgroups of 32 up to 256
@@ -361,7 +365,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
   InstanceBuilder attend("paged_attention", wg);
   attend.Int("NUM_HEADS", *heads).Int("NUM_KV_HEADS", *kv_heads).Int("HEAD_DIM", *head_dim);
   attend.Int("PAGE_SIZE", p.pool.page_size).Float("SCALE", *scale).Int("HAS_ROPE", rope ? 1 : 0).Int("USES_PARTIALS", 1);
-  attend.Int("VEC", vec).Int("TILE", kAttentionTile);
+  attend.Int("VEC", vec).Int("KV_F16", kv_f16).Int("TILE", kAttentionTile);
   PlannedDispatch d;
   if (rope) {
     if (absl::Status s = AddRopeConstants(l, *head_dim, attend, d); !s.ok()) return s;
@@ -378,7 +382,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
     InstanceBuilder prefill("paged_attention_prefill", (qt * group * lanes + 31) / 32 * 32);
     prefill.Int("NUM_HEADS", *heads).Int("NUM_KV_HEADS", *kv_heads).Int("HEAD_DIM", *head_dim);
     prefill.Int("PAGE_SIZE", p.pool.page_size).Float("SCALE", *scale).Int("HAS_ROPE", rope ? 1 : 0);
-    prefill.Int("USES_PARTIALS", 1).Int("QT", qt).Int("LPR", lanes).Int("KT", kPrefillTile);
+    prefill.Int("USES_PARTIALS", 1).Int("QT", qt).Int("LPR", lanes).Int("KT", kPrefillTile).Int("KV_F16", kv_f16);
     if (rope) {  // the same table as `attend`'s, set on d again
       if (absl::Status s = AddRopeConstants(l, *head_dim, prefill, d); !s.ok()) return s;
     }

@@ -20,6 +20,7 @@ struct GoldenCase {
   std::string name;
   std::vector<int32_t> prompt;
   std::vector<int32_t> generated;
+  bool same_with_f16_kv_cache = false;  // SameTokensWithF16KvCache
 };
 
 inline std::vector<int32_t> GoldenIds(const JsonValue* a) {
@@ -49,7 +50,8 @@ inline std::vector<GoldenCase> GoldenCases(const std::string& tag) {
     absl::StatusOr<JsonValue> j = ParseJson(ReadFileOrDie(e.path()));
     EXPECT_TRUE(j.ok()) << e.path() << ": " << j.status();
     if (!j.ok()) continue;
-    out.push_back({name, GoldenIds(j->Find("prompt_token_ids")), GoldenIds(j->Find("generated_token_ids"))});
+    out.push_back({name, GoldenIds(j->Find("prompt_token_ids")), GoldenIds(j->Find("generated_token_ids")),
+                   SameTokensWithF16KvCache(*j)});
   }
   std::sort(out.begin(), out.end(), [](const GoldenCase& a, const GoldenCase& b) { return a.name < b.name; });
   return out;

@@ -583,21 +583,25 @@ int64_t AddAttention(TestPlan& tp, int64_t heads, int64_t kv_heads, int64_t head
 // Prefill steps of two sequences in a 128-token bucket (one split), the
 // second attending to the first's pages as well as its own tokens, at the
 // head shapes of stories260K-like and llama3-like models; then a decode step
-// of three sequences (split-K).
+// of three sequences (split-K). With f32 pages and with f16 ones (kiln
+// compile --kv-type f16: the CPU holds the same rounded rows).
 TEST(VulkanKernels, PagedAttentionPrefillOfSeveralSequencesInALargeBucket) {
   struct Case {
     int64_t heads, kv_heads, head_dim;
-    bool rope;
+    bool rope, f16;
   };
-  for (const Case& c : {Case{8, 2, 16, true}, Case{4, 4, 32, false}, Case{32, 8, 128, true}}) {
+  for (const Case& c : {Case{8, 2, 16, true, false}, Case{4, 4, 32, false, false}, Case{32, 8, 128, true, false},
+                        Case{8, 2, 16, true, true}, Case{32, 8, 128, true, true}}) {
     TestPlan tp({1, 64, 128});
-    tp.SetPool(1, c.kv_heads, c.head_dim, 16, 256);
+    tp.SetPool(1, c.kv_heads, c.head_dim, 16, 256, c.f16);
     const int64_t vocab = 13, qw = c.heads * c.head_dim;
     const int64_t out = AddAttention(tp, c.heads, c.kv_heads, c.head_dim, 16, c.rope ? "half" : "", vocab);
     const std::vector<StepBatch> steps = {MakeBatch({{0, 37, 0}, {0, 30, 1}}, 8, vocab, tp.rng()),
                                           MakeBatch({{0, 40, 2}, {37, 40, 0}}, 8, vocab, tp.rng()),
                                           MakeBatch({{77, 1, 0}, {30, 1, 1}, {40, 1, 2}}, 8, vocab, tp.rng())};
-    ExpectSameOutputs(tp, out, qw, steps, 24, absl::StrCat("prefill attention hd ", c.head_dim, " gqa ", c.heads / c.kv_heads));
+    ExpectSameOutputs(
+        tp, out, qw, steps, 24,
+        absl::StrCat("prefill attention hd ", c.head_dim, " gqa ", c.heads / c.kv_heads, c.f16 ? " f16" : ""));
   }
 }
 
@@ -653,15 +657,16 @@ TEST(VulkanKernels, PrefillAttentionOnQueryTiles) {
 // workgroups (split-K) and a combine merges them; a 100-token prefill runs
 // unsplit in the large bucket first.
 TEST(VulkanKernels, PagedAttentionSplitKDecodeOverALongContext) {
-  TestPlan tp({1, 2, 128});
-  tp.SetPool(1, 2, 16, 16, 256);
-  const int64_t vocab = 13, qw = 4 * 16;
-  const int64_t out = AddAttention(tp, 4, 2, 16, 16, "half", vocab);
-  const std::vector<StepBatch> steps = {MakeBatch({{0, 100, 0}}, 8, vocab, tp.rng()),
-                                        MakeBatch({{100, 1, 0}}, 8, vocab, tp.rng()),
-                                        MakeBatch({{101, 1, 0}, {0, 1, 1}}, 8, vocab, tp.rng()),
-                                        MakeBatch({{102, 1, 0}}, 8, vocab, tp.rng())};
-  ExpectSameOutputs(tp, out, qw, steps, 16, "split-K attention");
+  for (const bool f16 : {false, true}) {
+    TestPlan tp({1, 2, 128});
+    tp.SetPool(1, 2, 16, 16, 256, f16);
+    const int64_t vocab = 13, qw = 4 * 16;
+    const int64_t out = AddAttention(tp, 4, 2, 16, 16, "half", vocab);
+    const std::vector<StepBatch> steps = {
+        MakeBatch({{0, 100, 0}}, 8, vocab, tp.rng()), MakeBatch({{100, 1, 0}}, 8, vocab, tp.rng()),
+        MakeBatch({{101, 1, 0}, {0, 1, 1}}, 8, vocab, tp.rng()), MakeBatch({{102, 1, 0}}, 8, vocab, tp.rng())};
+    ExpectSameOutputs(tp, out, qw, steps, 16, f16 ? "split-K attention, f16 pages" : "split-K attention");
+  }
 }
 
 // A GPU's 64 splits (lavapipe runs 4 unless told) over a 700-position

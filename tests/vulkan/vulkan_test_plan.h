@@ -74,9 +74,11 @@ class TestPlan {
     return r;
   }
 
-  void SetPool(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t page_size, int64_t max_tokens) {
+  void SetPool(int64_t layers, int64_t kv_heads, int64_t head_dim, int64_t page_size, int64_t max_tokens,
+               bool f16 = false) {
     pool_ = absl::StrCat("\"layers\":", layers, ",\"kv_heads\":", kv_heads, ",\"head_dim\":", head_dim,
-                         ",\"page_size\":", page_size, ",\"max_tokens\":", max_tokens);
+                         ",\"page_size\":", page_size, ",\"max_tokens\":", max_tokens, ",\"kv_type\":\"",
+                         f16 ? "f16" : "f32", "\"");
   }
 
   // The plan whose result (the step's "logits", `width` floats a row) is `region`.
