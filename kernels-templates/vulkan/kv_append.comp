@@ -13,6 +13,21 @@
 #endif
 #define KV_W (NUM_KV_HEADS * HEAD_DIM)
 
+// Element c of token t's K row (element i of the arena's k), rotated.
+float k_element(uint i, uint c, uint pos) {
+#if HAS_ROPE
+  const uint d = c % HEAD_DIM;
+  if (d < ROPE_DIMS) return rope_element(pc.in0 + i - d, d, pos);
+#endif
+  return arena[pc.in0 + i];
+}
+
+// The element offset of token t's K row (at position pos) in the layer's pages.
+uint k_row(uint t, uint pos) {
+  const uint page = uint(io_at(IO_BLOCK_TABLES, sequence_of(t) * uint(io[IO_PAGES_PER_SEQ]) + pos / PAGE_SIZE));
+  return pc.kv_base + (page * PAGE_SIZE + pos % PAGE_SIZE) * KV_W;
+}
+
 #if KV_F16
 layout(std430, set = 0, binding = 6) buffer KvPagesU { uint kvu[]; };
 
@@ -36,23 +51,12 @@ uint half_rne(float x) {
   return sign | r;
 }
 
-float k_element(uint i, uint c, uint pos) {
-#if HAS_ROPE
-  const uint d = c % HEAD_DIM;
-  if (d < ROPE_DIMS) return rope_element(pc.in0 + i - d, d, pos);
-#endif
-  return arena[pc.in0 + i];
-}
-
 void main() {
   // Pairs (KV_W, kv_base and kv_half are even): one word of two halves each.
   const uint n = step_tokens() * KV_W / 2u;
   for (uint w = gl_GlobalInvocationID.x; w < n; w += gl_NumWorkGroups.x * WG) {
     const uint i = 2u * w, t = i / KV_W, c = i % KV_W;
-    const uint pos = uint(io_at(IO_POSITIONS, t));
-    const uint s = sequence_of(t);
-    const uint page = uint(io_at(IO_BLOCK_TABLES, s * uint(io[IO_PAGES_PER_SEQ]) + pos / PAGE_SIZE));
-    const uint row = pc.kv_base + (page * PAGE_SIZE + pos % PAGE_SIZE) * KV_W;
+    const uint pos = uint(io_at(IO_POSITIONS, t)), row = k_row(t, pos);
     kvu[(row + c) / 2u] = half_rne(k_element(i, c, pos)) | (half_rne(k_element(i + 1u, c + 1u, pos)) << 16);
     kvu[(row + pc.kv_half + c) / 2u] = half_rne(arena[pc.in1 + i]) | (half_rne(arena[pc.in1 + i + 1u]) << 16);
   }
@@ -62,16 +66,8 @@ void main() {
   const uint n = step_tokens() * KV_W;
   for (uint i = gl_GlobalInvocationID.x; i < n; i += gl_NumWorkGroups.x * WG) {
     const uint t = i / KV_W, c = i % KV_W;
-    const uint pos = uint(io_at(IO_POSITIONS, t));
-    const uint s = sequence_of(t);
-    const uint page = uint(io_at(IO_BLOCK_TABLES, s * uint(io[IO_PAGES_PER_SEQ]) + pos / PAGE_SIZE));
-    const uint row = pc.kv_base + (page * PAGE_SIZE + pos % PAGE_SIZE) * KV_W;
-    float k = arena[pc.in0 + i];
-#if HAS_ROPE
-    const uint d = c % HEAD_DIM;
-    if (d < ROPE_DIMS) k = rope_element(pc.in0 + i - d, d, pos);
-#endif
-    kv[row + c] = k;
+    const uint pos = uint(io_at(IO_POSITIONS, t)), row = k_row(t, pos);
+    kv[row + c] = k_element(i, c, pos);
     kv[row + pc.kv_half + c] = arena[pc.in1 + i];
   }
 }
