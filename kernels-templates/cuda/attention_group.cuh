@@ -1,10 +1,11 @@
-// Attention of one token's query heads over an f16 page pool, on tensor
-// cores: a block takes the token, one KV head and one context slice, and
-// the MMA's 16 rows are the query heads of that KV head's group (4 of them
-// for Llama-3's 32 over 8; rows past the group are zeros). K and V come
-// from the pool kGroupTile positions at a time into shared memory as they
-// are (no conversion: attention_kernel converted every element for every
-// query head, and those conversions bounded it), each warp scores 16
+// Attention of one token's query heads on tensor cores (buckets of
+// kAttentionGroupMinBucket tokens and more): a block takes the token, one
+// KV head and one context slice, and the MMA's 16 rows are the query heads
+// of that KV head's group (4 of them for Llama-3's 32 over 8; rows past the
+// group are zeros). K and V come from the pool kGroupTile positions at a
+// time into shared memory as halves, once for the whole group (an f16
+// pool's as they are; attention_kernel converts every element for every
+// query head, and with an f16 pool those conversions bound it), each warp scores 16
 // positions of the tile (S = Q K^T, mma.sync m16n8k16 with f32 sums) and
 // folds them into its online softmax (base 2, as attention_prefill_kernel)
 // and its O += P V. The warps' states merge in shared memory; several
@@ -78,12 +79,8 @@ __global__ void __launch_bounds__(128) attention_group_kernel(AttentionParams p)
     LoadMatrixX4(k_base + ((lane % 16) * kStride + 16 * c + (lane / 16) * 8) * 2, qa[c]);
   }
 
-  float o[kD / 8][4];
-#pragma unroll
-  for (int j = 0; j < kD / 8; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) o[j][r] = 0.0f;
-  float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)}, l[2] = {0.0f, 0.0f};
+  float o[kD / 8][4], m[2], l[2];
+  StartRows<kD>(o, m, l);
 
   const long long v_offset =
       static_cast<long long>(PoolRow<Kv>(p.pool, p.layer, 1, 0, 0) - PoolRow<Kv>(p.pool, p.layer, 0, 0, 0));

@@ -57,6 +57,18 @@ __device__ __forceinline__ void StageKvTile(const Elem* const* rows, long long v
   }
 }
 
+// A warp's two rows (g, g + 8) of an online softmax before any position:
+// the output fragments zero, the maxima -inf, the sums zero.
+template <int kD>
+__device__ __forceinline__ void StartRows(float (&o)[kD / 8][4], float (&m)[2], float (&l)[2]) {
+#pragma unroll
+  for (int j = 0; j < kD / 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) o[j][r] = 0.0f;
+  m[0] = m[1] = -__int_as_float(0x7f800000);
+  l[0] = l[1] = 0.0f;
+}
+
 // One step of a base-2 online softmax over kTiles score C fragments of
 // 8 positions (rows g: r 0, 1; g + 8: r 2, 3; masked scores -inf): the
 // rows' maxima m and sums l move on, `correction` is what the output's
@@ -148,12 +160,8 @@ __global__ void __launch_bounds__(128) attention_prefill_kernel(AttentionParams 
   const int last = min(t0 + kT, tokens) - 1;
   const int n = p.positions[last] + 1;  // positions the tile's last token attends to
 
-  float o[kD / 8][4];
-#pragma unroll
-  for (int j = 0; j < kD / 8; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) o[j][r] = 0.0f;
-  float m[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)}, l[2] = {0.0f, 0.0f};
+  float o[kD / 8][4], m[2], l[2];
+  StartRows<kD>(o, m, l);
 
   // K and V rows of the tile's positions (null past n), double-buffered so
   // a tile's pointers are written while no thread reads that buffer.
