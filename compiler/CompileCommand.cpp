@@ -23,11 +23,12 @@
 
 namespace kiln::cli {
 
-absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const std::string& quant,
-                                              const std::string& overrides) {
+absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const CompileChoices& choices) {
   compiler::PipelineOptions options;
-  options.quant = quant;
-  for (absl::string_view o : absl::StrSplit(overrides, ',', absl::SkipEmpty())) options.overrides.emplace_back(o);
+  options.quant = choices.quant;
+  for (absl::string_view o : absl::StrSplit(choices.overrides, ',', absl::SkipEmpty()))
+    options.overrides.emplace_back(o);
+  if (!choices.kv_type.empty()) options.kv_type = choices.kv_type;
   options.print_remarks = false;
   absl::StatusOr<compiler::CompiledModel> compiled = compiler::CompileModel(model, options);
   if (!compiled.ok()) return compiled.status();
@@ -117,9 +118,7 @@ int RunCompile(int argc, char** argv) {
     *field = *v;
   }
   options.kv_type = args.Get("kv-type");
-  if (options.kv_type != "f32" && options.kv_type != "f16") {
-    return Fail("compile", absl::StrFormat("--kv-type: '%s' is not f32 or f16", options.kv_type));
-  }
+  if (absl::Status s = CheckKvType(options.kv_type); !s.ok()) return Fail("compile", std::string(s.message()));
   if (args.Has("buckets")) {
     for (absl::string_view b : absl::StrSplit(args.Get("buckets"), ',', absl::SkipEmpty())) {
       int64_t n = 0;

@@ -81,6 +81,33 @@ TEST(KilnRun, GgufAndArtifactBothGiveTheGoldenIds) {
   EXPECT_EQ(Ints(RunJson(art, prompt, 64).Find("ids")), want);
 }
 
+// --kv-type applies when a GGUF is compiled in memory: the f16 cache gives
+// stories260K's golden ids too (GoldenCheck.Stories260KF16KvCacheGreedyIds),
+// and the JSON says which cache ran. An artifact's plan fixed its cache type.
+TEST(KilnRun, KvTypeOfAGgufCompiledInMemory) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  KILN_REQUIRE_TESTDATA(golden_path, "golden/stories260K/p03_one_day_a_cat.json");
+  const auto [prompt, want] = PromptAndIds(golden_path);
+  const JsonValue f32 = RunJson(model.string(), prompt, 64);
+  ASSERT_NE(f32.Find("kv_type"), nullptr);
+  EXPECT_EQ(f32.Find("kv_type")->string_value(), "f32");
+  const JsonValue f16 = RunJson(model.string(), prompt, 64, "--kv-type f16 --backend cpu");
+  ASSERT_NE(f16.Find("kv_type"), nullptr);
+  EXPECT_EQ(f16.Find("kv_type")->string_value(), "f16");
+  EXPECT_EQ(Ints(f16.Find("ids")), want);
+
+  testing::CommandResult r = RunKiln("run " + Quote(model.string()) + " -p hi --kv-type f8");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--kv-type: 'f8' is not f32 or f16"));
+  const std::filesystem::path dir = testing::ScratchDir("run_kv_type");
+  const std::string art = (dir / "s.kiln").string();
+  ASSERT_EQ(RunKiln("compile " + Quote(model.string()) + " -o " + Quote(art)).exit_code, 0);
+  r = RunKiln("run " + Quote(art) + " -p hi --kv-type f16");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--quant, --override and --kv-type apply when compiling a GGUF"));
+}
+
 // --backend auto takes the fastest backend present and says why it passed the
 // others over: with kernels for Vulkan only and no GPU (CI: lavapipe, a CPU
 // implementation), that is the CPU; --backend vulkan still runs Vulkan where a

@@ -227,10 +227,22 @@ TEST(KilnServe, KvPoolIsSizedFromFreeMemoryByDefault) {
     EXPECT_THAT(server.banner(), HasSubstr("0.001% of free memory)"));
     EXPECT_GT(KvPagesTotal(server.port()), 0);
   }
+  int64_t f32_pages = 0;
   {
     ServeProcess server({model.string(), "--kv-memory", "1"});
     ASSERT_GT(server.port(), 0);
+    EXPECT_THAT(server.banner(), HasSubstr("in f32: "));
     EXPECT_THAT(server.banner(), HasSubstr("1 MiB asked)"));
+    f32_pages = KvPagesTotal(server.port());
+  }
+  {
+    // A GGUF compiled in memory with an f16 cache: twice the pages in the same MiB.
+    ServeProcess server({model.string(), "--kv-memory", "1", "--kv-type", "f16"});
+    ASSERT_GT(server.port(), 0);
+    EXPECT_THAT(server.banner(), HasSubstr("in f16: "));
+    const int64_t f16_pages = KvPagesTotal(server.port());
+    EXPECT_GE(f16_pages, 2 * f32_pages);
+    EXPECT_LE(f16_pages, 2 * f32_pages + 1);
   }
   for (const char* bad : {"0", "-5", "lots", "0%", "101%", "x%"}) {
     testing::CommandResult r = testing::RunKiln("serve " + testing::Quote(model.string()) + " --port 0 --kv-memory " +

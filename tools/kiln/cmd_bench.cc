@@ -162,7 +162,7 @@ int RunBench(int argc, char** argv) {
     *out = *v;
   }
 
-  absl::StatusOr<Program> program = LoadProgram(args.Get("MODEL"), "", "", args.Get("weights"));
+  absl::StatusOr<Program> program = LoadProgram(args.Get("MODEL"), {}, args.Get("weights"));
   if (!program.ok()) return Fail("bench", std::string(program.status().message()));
   absl::StatusOr<PlanCost> cost = CostOfPlan(program->plan);
   if (!cost.ok()) return Fail("bench", std::string(cost.status().message()));

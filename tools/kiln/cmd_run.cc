@@ -42,6 +42,7 @@ int RunRun(int argc, char** argv) {
       .Option("system", "TEXT", "with --chat: a system message")
       .Option("quant", "TYPE", "when compiling a GGUF: weight storage policy (as kiln compile --quant)")
       .Option("override", "LIST", "when compiling a GGUF: per-tensor storage, NAME_SUBSTRING=TYPE,...")
+      .Option("kv-type", "TYPE", "when compiling a GGUF: KV cache element type, f32 | f16 (as kiln compile --kv-type)")
       .Option("threads", "N", "CPU threads (0: all cores)", "0")
       .Option("backend", "NAME", "auto (the fastest present: cuda, vulkan, then cpu) | cpu | cuda | vulkan", "auto")
       .Option("device", "N", "GPU index for the cuda and vulkan backends", "0")
@@ -87,14 +88,15 @@ int RunRun(int argc, char** argv) {
   if (absl::Status s = ValidateSamplingParams(gen.sampling); !s.ok()) return Fail("run", std::string(s.message()));
 
   const std::string model = args.Get("MODEL");
-  absl::StatusOr<Program> program = LoadProgram(model, args.Get("quant"), args.Get("override"), args.Get("weights"));
+  absl::StatusOr<Program> program =
+      LoadProgram(model, {args.Get("quant"), args.Get("override"), args.Get("kv-type")}, args.Get("weights"));
   if (!program.ok()) return Fail("run", std::string(program.status().message()));
   if (args.Has("draft") && args.GetFlag("lookup")) return Fail("run", "choose one of --draft and --lookup");
   absl::StatusOr<int64_t> draft_max = args.GetInt("draft-max");
   if (!draft_max.ok() || *draft_max < 1) return Fail("run", "--draft-max must be a positive integer");
   absl::StatusOr<Program> draft_program = absl::NotFoundError("no draft");
   if (args.Has("draft")) {
-    draft_program = LoadProgram(args.Get("draft"), "", "", args.Get("draft-weights"));
+    draft_program = LoadProgram(args.Get("draft"), {}, args.Get("draft-weights"));
     if (!draft_program.ok()) return Fail("run", std::string(draft_program.status().message()));
     const Tokenizer& a = *program->tokenizer;
     const Tokenizer& b = *draft_program->tokenizer;
@@ -219,6 +221,7 @@ int RunRun(int argc, char** argv) {
   timings.Set("generate_tokens_per_second", JsonValue::Number(gen_tps));
   out.Set("timings", std::move(timings));
   out.Set("backend", JsonValue::String(backend));
+  out.Set("kv_type", JsonValue::String(program->plan.pool.f16 ? "f16" : "f32"));
   if (spec_stats) {
     JsonValue spec = JsonValue::MakeObject();
     spec.Set("draft", JsonValue::String(args.Has("draft") ? args.Get("draft") : "ngram-lookup"));

@@ -44,7 +44,11 @@ int RunServe(int argc, char** argv) {
       .Option("device", "N", "GPU index for the cuda and vulkan backends", "0")
       .Option("weights", "FILE", "for a program-only artifact: the model file to bind the weights from")
       .Option("quant", "TYPE", "when compiling a GGUF: weight storage policy")
-      .Option("chat-template", "NAME", "chat template (chatml, llama3) instead of the model's, or for a model without one")
+      .Option("kv-type", "TYPE",
+              "when compiling a GGUF: KV cache element type, f32 | f16 (f16: twice the positions in the same "
+              "--kv-memory)")
+      .Option("chat-template", "NAME",
+              "chat template (chatml, llama3) instead of the model's, or for a model without one")
       .Option("draft", "MODEL", "speculative decoding with this smaller model (same vocabulary) as the draft")
       .Option("draft-weights", "FILE", "for a program-only draft artifact: the model file to bind its weights from")
       .Flag("lookup", "speculative decoding with n-gram lookup in each request's text as the draft")
@@ -77,7 +81,8 @@ int RunServe(int argc, char** argv) {
     absl::StatusOr<ChatTemplate> named = SelectChatTemplate("", args.Get("chat-template"));
     if (!named.ok()) return Fail("serve", absl::StrCat("--chat-template: ", named.status().message()));
   }
-  absl::StatusOr<Program> program = LoadProgram(args.Get("MODEL"), args.Get("quant"), "", args.Get("weights"));
+  absl::StatusOr<Program> program =
+      LoadProgram(args.Get("MODEL"), {args.Get("quant"), "", args.Get("kv-type")}, args.Get("weights"));
   if (!program.ok()) return Fail("serve", std::string(program.status().message()));
   const PlanPagePool& pool = program->plan.pool;
   const int64_t page_bytes = pool.page_bytes();
@@ -113,7 +118,7 @@ int RunServe(int argc, char** argv) {
   exec_options.threads = static_cast<int>(threads);
   std::optional<Program> draft_program;
   if (args.Has("draft")) {
-    absl::StatusOr<Program> loaded = LoadProgram(args.Get("draft"), "", "", args.Get("draft-weights"));
+    absl::StatusOr<Program> loaded = LoadProgram(args.Get("draft"), {}, args.Get("draft-weights"));
     if (!loaded.ok()) return Fail("serve", absl::StrCat("draft: ", loaded.status().message()));
     draft_program = *std::move(loaded);
     // The draft's pool holds as many tokens as the target's: a pool sized
@@ -204,10 +209,10 @@ int RunServe(int argc, char** argv) {
                 drafter->name().c_str(), args.Has("draft") ? (" " + args.Get("draft")).c_str() : "",
                 static_cast<long long>(draft_max), static_cast<long long>(spec_budget), budget_note.c_str());
   }
-  std::printf("kiln serve: listening on http://%s:%d (model %s, backend %s, %lld KV pages of %lld tokens: "
+  std::printf("kiln serve: listening on http://%s:%d (model %s, backend %s, %lld KV pages of %lld tokens in %s: "
               "%.1f MiB, %s)\n",
               http.host.c_str(), server.port(), name.c_str(), (*executor)->Describe().c_str(),
-              static_cast<long long>(pages), static_cast<long long>(pool.page_size),
+              static_cast<long long>(pages), static_cast<long long>(pool.page_size), pool.f16 ? "f16" : "f32",
               pages * page_bytes / 1048576.0, kv_how.c_str());
   std::fflush(stdout);
   int sig = 0;

@@ -20,14 +20,21 @@ int RunCompile(int argc, char** argv);
 int RunRun(int argc, char** argv);
 int RunServe(int argc, char** argv);
 int RunBench(int argc, char** argv);
+// What `kiln run` and `kiln serve` pass on when they compile a model in
+// memory: the --quant policy, the comma-separated --override list and the
+// --kv-type (empty: kiln compile's defaults).
+struct CompileChoices {
+  std::string quant, overrides, kv_type;
+  bool empty() const { return quant.empty() && overrides.empty() && kv_type.empty(); }
+};
+// The KV cache element types kiln compile --kv-type takes (f32, f16).
+absl::Status CheckKvType(const std::string& kv_type);
 // Compiles a GGUF file or HF folder in memory to a kiln-plan-v1 JSON plan
-// with the given --quant policy and comma-separated --override list. Only a kiln built with the compiler has one;
-// main() hands it to `run`.
-using InMemoryCompiler = absl::StatusOr<std::string> (*)(const std::string& model, const std::string& quant,
-                                                         const std::string& overrides);
+// with the given choices. Only a kiln built with the compiler has one;
+// main() hands it to `run` and `serve`.
+using InMemoryCompiler = absl::StatusOr<std::string> (*)(const std::string& model, const CompileChoices& choices);
 void SetInMemoryCompiler(InMemoryCompiler compiler);
-absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const std::string& quant,
-                                              const std::string& overrides);
+absl::StatusOr<std::string> CompileToPlanJson(const std::string& model, const CompileChoices& choices);
 // Compiles a plan's kernels for one GPU target in memory (codegen), saying so
 // on stderr; main() hands it to the backend start of a model compiled in
 // memory, so `kiln run model.gguf` runs on the GPU that is here.

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "absl/strings/str_format.h"
 #include "tools/kiln/commands.h"
 
 namespace kiln::cli {
@@ -20,14 +21,23 @@ absl::StatusOr<SelectedBackend> StartBackend(Program& program, const BackendOpti
 
 void SetInMemoryCompiler(InMemoryCompiler compiler) { g_compiler = compiler; }
 
-absl::StatusOr<Program> LoadProgram(const std::string& model, const std::string& quant, const std::string& overrides,
+absl::Status CheckKvType(const std::string& kv_type) {
+  if (kv_type == "f32" || kv_type == "f16") return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat("--kv-type: '%s' is not f32 or f16", kv_type));
+}
+
+absl::StatusOr<Program> LoadProgram(const std::string& model, const CompileChoices& choices,
                                     const std::string& weights) {
   if (LooksLikeArtifact(model)) {
-    if (!quant.empty() || !overrides.empty()) {
+    if (!choices.empty()) {
+      // The artifact's plan fixed them when it was compiled (kiln inspect shows its KV cache type).
       return absl::InvalidArgumentError(
-          "--quant and --override apply when compiling a GGUF; this is a compiled artifact");
+          "--quant, --override and --kv-type apply when compiling a GGUF; this is a compiled artifact");
     }
     return LoadArtifactProgram(model, weights);
+  }
+  if (!choices.kv_type.empty()) {
+    if (absl::Status s = CheckKvType(choices.kv_type); !s.ok()) return s;
   }
   if (!weights.empty()) return absl::InvalidArgumentError("--weights is for program-only artifacts, not model files");
   if (g_compiler == nullptr) {
@@ -37,7 +47,7 @@ absl::StatusOr<Program> LoadProgram(const std::string& model, const std::string&
   }
   std::fprintf(stderr, "kiln: compiling %s in memory...", model.c_str());
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::string> plan = g_compiler(model, quant, overrides);
+  absl::StatusOr<std::string> plan = g_compiler(model, choices);
   std::fprintf(stderr, plan.ok() ? " done (%.2f s)\n" : "\n",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (!plan.ok()) return plan.status();

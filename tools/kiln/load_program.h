@@ -7,15 +7,16 @@
 #include "absl/status/statusor.h"
 #include "runtime/backend/backend.h"
 #include "runtime/executor/program.h"
+#include "tools/kiln/commands.h"
 
 namespace kiln::cli {
 
-// `quant`/`overrides` apply only when compiling (an artifact is already
-// compiled: asking for them there is an error). Prints a progress line to
-// stderr while compiling.
+// `choices` apply only when compiling (an artifact is already compiled:
+// asking for them there is an error). Prints a progress line to stderr
+// while compiling.
 // `weights` is the model file a program-only artifact binds its weights from.
-absl::StatusOr<Program> LoadProgram(const std::string& model, const std::string& quant = "",
-                                    const std::string& overrides = "", const std::string& weights = "");
+absl::StatusOr<Program> LoadProgram(const std::string& model, const CompileChoices& choices = {},
+                                    const std::string& weights = "");
 
 // Starts the backend for `program` (CreateExecutor). A model compiled in
 // memory gets the kernels of the GPU backend that starts compiled here too,
