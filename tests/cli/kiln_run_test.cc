@@ -105,7 +105,10 @@ TEST(KilnRun, KvTypeOfAGgufCompiledInMemory) {
   ASSERT_EQ(RunKiln("compile " + Quote(model.string()) + " -o " + Quote(art)).exit_code, 0);
   r = RunKiln("run " + Quote(art) + " -p hi --kv-type f16");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.output, HasSubstr("--quant, --override and --kv-type apply when compiling a GGUF"));
+  EXPECT_THAT(r.output, HasSubstr("--kv-type applies when compiling a GGUF; this is a compiled artifact"));
+  r = RunKiln("run " + Quote(art) + " -p hi --quant q8_0 --kv-type f16");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--quant, --kv-type apply when compiling a GGUF"));
 }
 
 // --backend auto takes the fastest backend present and says why it passed the

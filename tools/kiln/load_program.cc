@@ -3,7 +3,9 @@
 #include <chrono>
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "tools/kiln/commands.h"
 
 namespace kiln::cli {
@@ -30,9 +32,15 @@ absl::StatusOr<Program> LoadProgram(const std::string& model, const CompileChoic
                                     const std::string& weights) {
   if (LooksLikeArtifact(model)) {
     if (!choices.empty()) {
-      // The artifact's plan fixed them when it was compiled (kiln inspect shows its KV cache type).
+      // The artifact's plan fixed them when it was compiled.
+      std::vector<std::string> given;
+      if (!choices.quant.empty()) given.push_back("--quant");
+      if (!choices.overrides.empty()) given.push_back("--override");
+      if (!choices.kv_type.empty()) given.push_back("--kv-type");
       return absl::InvalidArgumentError(
-          "--quant, --override and --kv-type apply when compiling a GGUF; this is a compiled artifact");
+          absl::StrCat(absl::StrJoin(given, ", "), given.size() == 1 ? " applies" : " apply",
+                       " when compiling a GGUF; this is a compiled artifact (kiln inspect shows its weight types "
+                       "and KV cache)"));
     }
     return LoadArtifactProgram(model, weights);
   }
