@@ -290,6 +290,8 @@ void OpenAiApi::Completions(const HttpRequest& request, ResponseWriter& writer, 
       return !stopped;
     };
     req.speculative = speculative;
+    // The other choices find the first one's prompt pages in the prefix cache.
+    if (k > 0) req.prompt_shared_with = shared->choices[0].id;
     req.on_finish = [shared, k](const std::string& reason, const SpeculativeStats& speculation) {
       std::lock_guard<std::mutex> lock(shared->mu);
       Choice& c = shared->choices[k];

@@ -66,6 +66,13 @@ void Scheduler::Finish(Sequence& seq, const std::string& reason) {
   sequences_.erase(seq.id);  // `seq` is gone after this
 }
 
+bool Scheduler::MayAdmit(const Sequence& seq) const {
+  auto it = sequences_.find(seq.request.prompt_shared_with);
+  if (it == sequences_.end()) return true;  // none, or it has finished
+  const int64_t whole_pages = static_cast<int64_t>(seq.request.prompt.size()) / pages_.page_size() * pages_.page_size();
+  return it->second->computed >= whole_pages;
+}
+
 void Scheduler::Preempt(Sequence& seq) {
   // Recompute: drop the KV, keep prompt + generated tokens and the sampler.
   (void)pages_.Free(seq.id);
@@ -146,14 +153,19 @@ absl::StatusOr<bool> Scheduler::RunStep() {
     if (pending > 1) prefill_room -= count;
     ++i;
   }
-  // Admission, FCFS, while budget and pages allow.
-  while (budget > 0 && prefill_room > 0 && !waiting_.empty() &&
-         static_cast<int64_t>(running_.size()) < options_.max_running) {
-    Sequence& s = *sequences_.at(waiting_.front());
+  // Admission, FCFS, while budget and pages allow (a request waiting for its
+  // prompt's pages from another lets the ones behind it pass).
+  for (size_t w = 0; w < waiting_.size() && budget > 0 && prefill_room > 0 &&
+                     static_cast<int64_t>(running_.size()) < options_.max_running;) {
+    Sequence& s = *sequences_.at(waiting_[w]);
+    if (!MayAdmit(s)) {
+      ++w;
+      continue;
+    }
     absl::StatusOr<int64_t> cached = pages_.AllocateWithPrefix(s.id, s.tokens);
     if (absl::IsResourceExhausted(cached.status())) break;
     if (!cached.ok()) return cached.status();
-    waiting_.pop_front();
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
     running_.push_back(s.id);
     s.computed = *cached;
     const int64_t pending = static_cast<int64_t>(s.tokens.size()) - s.computed;
@@ -165,7 +177,13 @@ absl::StatusOr<bool> Scheduler::RunStep() {
   if (slots.empty()) {
     // Nothing fits: only possible when one request needs more than the pool.
     if (!waiting_.empty() && running_.empty()) {
-      Finish(*sequences_.at(waiting_.front()), "error: the request does not fit the KV pool");
+      // (The first that may be admitted: one waiting for another's prompt did not try.)
+      for (int64_t id : waiting_) {
+        if (Sequence& s = *sequences_.at(id); MayAdmit(s)) {
+          Finish(s, "error: the request does not fit the KV pool");
+          break;
+        }
+      }
     }
     return !idle();
   }

@@ -51,6 +51,11 @@ struct ScheduledRequest {
   // that ask for logprobs never speculate (verification reports logprobs
   // for greedy requests only).
   bool speculative = true;
+  // The id of an earlier request with the same prompt (the other choices of
+  // an n > 1 completion), or 0: this one waits (others may pass it) until
+  // that one has computed the prompt's whole pages, then finds them in the
+  // prefix cache, so the prompt is computed once rather than n times.
+  int64_t prompt_shared_with = 0;
 };
 
 struct SchedulerOptions {
@@ -132,6 +137,8 @@ class Scheduler {
     Draft draft;  // drafted tokens verified after the slot's own
   };
   void Finish(Sequence& seq, const std::string& reason);
+  // Whether a waiting sequence may be admitted now (prompt_shared_with).
+  bool MayAdmit(const Sequence& seq) const;
   void Preempt(Sequence& seq);
   // Draft lengths for this step's decoding speculative slots (see the .cc).
   std::vector<int> PlanDrafts(const std::vector<Slot>& slots, int64_t step_tokens) const;

@@ -192,3 +192,78 @@ TEST(SchedulerCheck, DecodingStepBudgetKeepsStepsSmallWhileSequencesDecode) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// The choices of an n > 1 completion (prompt_shared_with the first): the
+// other three wait for the first's prompt pages and find them in the prefix
+// cache, so the ~200-token prompt is computed once plus three tails of under
+// a page, not four times; each choice's ids (greedy, and sampled with its own
+// seed) are those it gets alone.
+TEST(SchedulerCheck, ChoicesOfOnePromptComputeItOnce) {
+  std::unique_ptr<Program> program = testing::CompileTestModel("stories260K");
+  if (program == nullptr) GTEST_SKIP() << "stories260K.gguf not found under " << testing::TestDataDir();
+  const Tokenizer& tok = *program->tokenizer;
+  std::string text;
+  while (tok.Encode(text, {.add_special = true}).size() < 200) text += "Tim and Sue went to the big park to play. ";
+  const std::vector<int32_t> prompt = tok.Encode(text, {.add_special = true});
+  const int64_t p = static_cast<int64_t>(prompt.size());
+  constexpr int64_t kNew = 16;
+  constexpr int kChoices = 4;
+  for (const float temperature : {0.0f, 0.8f}) {
+    SCOPED_TRACE(temperature);
+    auto request = [&](int k, std::vector<int32_t>* out) {
+      ScheduledRequest req = GreedyRequest(prompt, kNew, out);
+      req.sampling.temperature = temperature;
+      req.sampling.seed = 7 + k;
+      return req;
+    };
+    // Together, submitted at once, with and without the link to the first.
+    auto together = [&](bool linked, int64_t* prefill_tokens) {
+      std::unique_ptr<CpuExecutor> ex = CpuExecutorWithPages(*program, 128);
+      KvPageManager pages(128, ex->page_size());
+      Scheduler scheduler(*ex, pages, SchedulerOptions{.token_budget = 256, .max_running = 8});
+      std::vector<std::vector<int32_t>> out(kChoices);
+      int64_t first = 0;
+      for (int k = 0; k < kChoices; ++k) {
+        ScheduledRequest req = request(k, &out[k]);
+        if (linked && k > 0) req.prompt_shared_with = first;
+        absl::StatusOr<int64_t> id = scheduler.Submit(std::move(req));
+        EXPECT_TRUE(id.ok()) << id.status();
+        if (k == 0) first = id.value_or(0);
+      }
+      Drain(scheduler);
+      EXPECT_TRUE(pages.CheckInvariants().ok());
+      EXPECT_EQ(pages.Stats().used_pages, 0);
+      *prefill_tokens = scheduler.stats().prefill_tokens;
+      return out;
+    };
+    int64_t linked_prefill = 0, unlinked_prefill = 0;
+    const auto linked = together(true, &linked_prefill);
+    const auto unlinked = together(false, &unlinked_prefill);
+    // A choice reuses the whole pages before its prompt's last token and computes the rest.
+    const int64_t page = program->plan.pool.page_size;
+    EXPECT_EQ(linked_prefill, p + (kChoices - 1) * (p - (p - 1) / page * page));
+    // Unlinked, those admitted in the first step (the budget takes two) compute it all.
+    EXPECT_GE(unlinked_prefill, 2 * p);
+    std::unique_ptr<CpuExecutor> ex = CpuExecutorWithPages(*program, 128);
+    ASSERT_NE(ex, nullptr);
+    for (int k = 0; k < kChoices; ++k) {
+      KvPageManager pages(128, ex->page_size());
+      Scheduler solo(*ex, pages, SchedulerOptions{.token_budget = 256, .max_running = 1});
+      std::vector<int32_t> ids;
+      ASSERT_TRUE(solo.Submit(request(k, &ids)).ok());
+      Drain(solo);
+      ASSERT_EQ(ids.size(), static_cast<size_t>(kNew));
+      EXPECT_EQ(linked[k], ids) << k;
+      EXPECT_EQ(unlinked[k], ids) << k;
+    }
+    std::printf("%d choices of a %lld-token prompt (temperature %.1f): %lld prompt tokens computed linked, %lld not\n",
+                kChoices, static_cast<long long>(p), temperature, static_cast<long long>(linked_prefill),
+                static_cast<long long>(unlinked_prefill));
+  }
+}
+
+}  // namespace
+}  // namespace kiln
