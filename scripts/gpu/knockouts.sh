@@ -21,7 +21,10 @@
 # loop: the warps' merge, the partial writes, the count and the merge of
 # slices), chain (walk, prologue, attention and the down projection's
 # prestaging: what is left is launches, waits, setup and stores), waits (the
-# decode matmuls and attention reduced to their wait: launch boundaries).
+# decode matmuls and attention reduced to their wait: launch boundaries);
+# for steps of several sequences, tile-x (the int8 tile kernel's activation
+# loads, from one place: L1 hits) and tile-walk (its weight loads, from each
+# row's first block).
 # An edit that no longer matches the templates stops the script.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -67,6 +70,11 @@ edits = {
     'tail': [('attention.cuh', '  LetNextLaunch();  // the block\'s K/V loads are done\n',
               '  LetNextLaunch();  // the block\'s K/V loads are done\n  return;\n')],
     'append': [('attention.cuh', '  if (p.append && pos < end && h %', '  if (false && p.append && pos < end && h %')],
+    # Steps of 2-63 tokens: the int8 tile kernel's activation loads all
+    # from the first 256-element unit of the first token (L1 hits), or its
+    # weight loads all from each row's first q4_K block.
+    'tile-x': [('matmul_tile_int8.cuh', 'p.x_i8 + tg[i] * p.k + 256 * u + 32 * s + 8 * q', 'p.x_i8 + 32 * s + 8 * q')],
+    'tile-walk': [('matmul_tile_int8.cuh', 'LoadTileInt8Block(wrow[h][w], u, q)', 'LoadTileInt8Block(wrow[h][w], 0, q)')],
     'stage': [('matmul.cuh', '    if (p.stage_image != nullptr) {', '    if (!kDecode && p.stage_image != nullptr) {')],
     'waits': [('matmul.cuh', '  if constexpr (kDecode) PrefetchFirstSteps',
                '  if constexpr (kDecode) {\n    WaitForPrevious();\n    LetNextLaunch();\n    return;\n  }\n'
