@@ -2,7 +2,7 @@
 // KvF32, KvF16). kv_append writes this step's k (rotated when the launch
 // carries rope constants) and v rows into their pages; attention_kernel<kD,
 // Kv> then runs causal grouped-query attention for every (token, query
-// head, context slice) of buckets under kAttentionGroupMinBucket tokens
+// head, context slice) of buckets under AttentionGroupMinBucket tokens
 // (attention_group.cuh takes the larger ones). A block of kAttnWarps warps
 // serves one slice; the warps take kAttnPositions positions of it at a time,
 // loading their K and V rows together (each lane a 32-strided share of the

@@ -1,5 +1,5 @@
 // Attention of one token's query heads on tensor cores (buckets of
-// kAttentionGroupMinBucket tokens and more): a block takes the token, one
+// AttentionGroupMinBucket tokens and more): a block takes the token, one
 // KV head and one context slice, and the MMA's 16 rows are the query heads
 // of that KV head's group (4 of them for Llama-3's 32 over 8; rows past the
 // group are zeros). K and V come from the pool kGroupTile positions at a

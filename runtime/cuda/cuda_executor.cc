@@ -231,8 +231,8 @@ class CudaExecutor final : public Executor {
   int tile_int8_row_tiles_ = 0;
   bool pair_tile_ = true;  // q8_0's two-token buckets on matmul_kernel, tile 2
   bool k_splits_ = true;   // the wgmma prefill matmul cuts K where its tiles are few
-  bool attention_group_ = true;  // attention_group_kernel from kAttentionGroupMinBucket tokens
-  int attention_group_min_ = kAttentionGroupMinBucket;  // KILN_CUDA_ATTN_GROUP_MIN=N: from N tokens
+  bool attention_group_ = true;   // attention_group_kernel from attention_group_min_ tokens
+  int attention_group_min_ = 16;  // AttentionGroupMinBucket (KILN_CUDA_ATTN_GROUP_MIN=N: from N tokens)
   bool stream_decode_ = false;  // q8_0's one-token decode on matmul_stream_kernel (sm_90)
   bool q4k_tables_ = true;      // q4_K's matmul_kernel reads scale tables made at load
   bool prestage_ = true;        // PrestagesNext's pairs stage once (KILN_CUDA_PRESTAGE=0: never)
@@ -508,8 +508,10 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   // Where its tiles are few, the wgmma matmul cuts K into slices (KILN_CUDA_K_SPLITS=0: never).
   ex->k_splits_ = SwitchOn("KILN_CUDA_K_SPLITS");
   ex->attention_group_ = SwitchOn("KILN_CUDA_ATTN_GROUP");
-  if (const char* v = std::getenv("KILN_CUDA_ATTN_GROUP_MIN"); v != nullptr)
+  ex->attention_group_min_ = AttentionGroupMinBucket(program.plan.pool.f16);
+  if (const char* v = std::getenv("KILN_CUDA_ATTN_GROUP_MIN"); v != nullptr) {
     ex->attention_group_min_ = std::max(1, std::atoi(v));
+  }
   // q8_0's one-token decode streams the weights through shared memory on
   // the bulk copy engine (sm_90; KILN_CUDA_STREAM=0: matmul_kernel).
   ex->stream_decode_ = sm >= 90 && bundle->sm >= 90 && SwitchOn("KILN_CUDA_STREAM");
@@ -1212,7 +1214,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
       case KernelKind::kAttentionPrefill:
       case KernelKind::kAttention:
       case KernelKind::kAttentionGroup: {
-        // attention_group_kernel from kAttentionGroupMinBucket tokens where the plan has it, else attention_kernel.
+        // attention_group_kernel from attention_group_min_ tokens where the plan has it, else attention_kernel.
         if (c.kind == KernelKind::kAttention && UsesAttentionGroup(li, max_rows)) break;
         if (c.kind == KernelKind::kAttentionGroup && !UsesAttentionGroup(li, max_rows)) break;
         AttentionParams ap{};

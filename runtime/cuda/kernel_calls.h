@@ -42,10 +42,14 @@ constexpr int kTensorCoreMinBucket = 64;
 
 // Buckets of at least this many tokens run attention_group_kernel (a
 // token's query heads of a KV head on tensor cores; f16 Q and P, relative
-// error ~3e-4) where the plan has it, smaller ones attention_kernel (f32).
-// H100, 512 positions, ms a step: 16 sequences 5.08 against 5.51 (f16
-// pool: 4.73 against 6.28); one 2.93 against 2.77 (f16: 2.89 against 2.87).
-constexpr int kAttentionGroupMinBucket = 16;
+// error ~3e-4) where the plan has it, smaller ones attention_kernel (f32
+// sums; with an f16 pool it converts every K/V element once per query
+// head, which bounds it). H100, 512 positions, ms a step, attention_kernel
+// against attention_group_kernel (docs/perf/cuda-h200.md, sessions 34-35):
+// f32 pool: 1 token 2.77 / 2.93, 4 3.28 / 3.51, 8 3.83 / 3.88, 16 5.51 /
+// 5.08; f16 pool: 1 2.86 / 2.89, 2 3.18 / 3.06, 4 3.57 / 3.39, 8 4.31 /
+// 3.72, 16 6.28 / 4.73.
+constexpr int AttentionGroupMinBucket(bool f16_pool) { return f16_pool ? 2 : 16; }
 
 // The instantiations of a kMatmul call, by slot of KernelCall::names (an
 // empty name where the storage has no such kernel).

@@ -715,7 +715,7 @@ TEST_F(CudaKernels, ArgmaxKeepsTheFirstOfEqualMaxima) {
 
 // Relative L2 bound of a paged attention's output against the CPU: f32
 // sums of f32 operands (attention_kernel), or of f16 Q, K, V and P on
-// tensor cores where buckets of kAttentionGroupMinBucket tokens or more run
+// tensor cores where buckets of AttentionGroupMinBucket tokens or more run
 // attention_group_kernel (head dims of multiples of 16 up to 128, groups of
 // up to 16 heads; measured up to 3.2e-4) and prefill tiles run
 // attention_prefill_kernel.
