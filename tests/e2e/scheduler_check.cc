@@ -190,12 +190,6 @@ TEST(SchedulerCheck, DecodingStepBudgetKeepsStepsSmallWhileSequencesDecode) {
               static_cast<long long>(capped), static_cast<long long>(uncapped));
 }
 
-}  // namespace
-}  // namespace kiln
-
-namespace kiln {
-namespace {
-
 // The choices of an n > 1 completion (prompt_shared_with the first): the
 // other three wait for the first's prompt pages and find them in the prefix
 // cache, so the ~200-token prompt is computed once plus three tails of under
