@@ -491,6 +491,10 @@ void OpenAiApi::Metrics(ResponseWriter& writer) {
   gauge("kiln_kv_waste_ratio", "Allocated but unused KV token slots / allocated.", p.kv_waste);
   gauge("kiln_prefix_hit_rate", "Prompt tokens found in the prefix cache / looked up.", p.prefix_hit_rate);
   gauge("kiln_prompt_tokens_total", "Prompt tokens received.", prompt_tokens_total_.load(), "counter");
+  gauge("kiln_prefill_tokens_total",
+        "Prompt tokens the steps computed (the prefix cache supplies the rest, the shared prompt of an n > 1 "
+        "request included; recomputation after preemption counts).",
+        s.prefill_tokens, "counter");
   gauge("kiln_generation_tokens_total", "Tokens generated.", completion_tokens_total_.load(), "counter");
   gauge("kiln_preemptions_total", "Sequences preempted for lack of KV pages.", s.preemptions, "counter");
   gauge("kiln_steps_total", "Scheduler steps run.", s.steps, "counter");

@@ -195,12 +195,14 @@ TEST(KilnServe, ClientDisconnectCancelsTheRequest) {
 // The KV pool a server allocates: by default from free memory, capped at what
 // --max-running sequences at full context fill; a percentage of free memory;
 // MiB; and clear errors for the rest.
-int64_t KvPagesTotal(int port) {
+int64_t MetricValue(int port, const std::string& name) {
   const std::string metrics = HttpCall(port, "GET", "/metrics").body;
-  const std::string key = "\nkiln_kv_pages_total ";
+  const std::string key = "\n" + name + " ";
   const size_t at = metrics.find(key);
   return at == std::string::npos ? -1 : std::atoll(metrics.c_str() + at + key.size());
 }
+
+int64_t KvPagesTotal(int port) { return MetricValue(port, "kiln_kv_pages_total"); }
 
 TEST(KilnServe, KvPoolIsSizedFromFreeMemoryByDefault) {
   SKIP_WITHOUT_COMPILER();
@@ -250,6 +252,29 @@ TEST(KilnServe, KvPoolIsSizedFromFreeMemoryByDefault) {
     EXPECT_NE(r.exit_code, 0) << bad;
     EXPECT_THAT(r.output, HasSubstr("--kv-memory")) << bad;
   }
+}
+
+// The four choices of one completion compute its prompt once: the other
+// three take its whole pages from the prefix cache and compute only what
+// follows the last one (kiln_prefill_tokens_total against the prompt).
+TEST(KilnServe, ChoicesComputeTheirPromptOnce) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  ServeProcess server({model.string()});
+  ASSERT_GT(server.port(), 0);
+  std::string prompt;
+  for (int k = 0; k < 12; ++k) prompt += "The little dog ran to the park to play with a red ball. ";
+  const HttpReply r = HttpCall(server.port(), "POST", "/v1/completions",
+                               R"({"prompt": ")" + prompt + R"(", "max_tokens": 4, "n": 4, "seed": 1})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  absl::StatusOr<JsonValue> j = ParseJson(r.body);
+  ASSERT_TRUE(j.ok());
+  ASSERT_EQ(j->Find("choices")->array().size(), 4u);
+  const int64_t p = j->Find("usage")->Find("prompt_tokens")->int_value().value_or(0);
+  ASSERT_GT(p, 100);
+  const int64_t computed = MetricValue(server.port(), "kiln_prefill_tokens_total");
+  EXPECT_GE(computed, p);
+  EXPECT_LE(computed, p + 3 * 16) << "pages of 16 tokens: each other choice computes at most one";
 }
 
 }  // namespace
