@@ -371,9 +371,8 @@ bool CudaExecutor::PrestagesNext(size_t li, size_t bucket) const {
 bool CudaExecutor::AttentionStagesNext(size_t li, size_t bucket) const {
   if (!prestage_ || plan_.buckets[bucket] != 1 || li + 1 >= plan_.launches.size()) return false;
   if (plan_.pool.head_dim != kAttentionStagedHeadDim) return false;
-  if (std::none_of(calls_[li].begin(), calls_[li].end(), [](const ResolvedCall& r) {
-        return r.call.kind == KernelKind::kAttention || r.call.kind == KernelKind::kAttentionGroup;
-      })) {
+  if (std::none_of(calls_[li].begin(), calls_[li].end(),
+                   [](const ResolvedCall& r) { return IsDecodeAttention(r.call.kind); })) {
     return false;
   }
   const PlanLaunch& from = plan_.launches[li];
@@ -575,7 +574,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
           }
         }
       }
-      if (c.kind == KernelKind::kAttention || c.kind == KernelKind::kAttentionGroup) {
+      if (IsDecodeAttention(c.kind)) {
         absl::StatusOr<int64_t> heads = l.Int("num_heads");
         absl::StatusOr<int64_t> hd = l.Int("head_dim");
         if (!heads.ok() || !hd.ok()) return LaunchError(l, "needs num_heads and head_dim");
@@ -1249,8 +1248,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
         ap.splits = AttentionSplits(max_rows, AttentionBlocksY(li, *heads, max_rows), context_->multiprocessors());
         ap.partials = reinterpret_cast<float*>(partials_);
         ap.split_done = reinterpret_cast<unsigned*>(split_done_);
-        if ((c.kind == KernelKind::kAttention || c.kind == KernelKind::kAttentionGroup) &&
-            AttentionStagesNext(li, bucket)) {
+        if (IsDecodeAttention(c.kind) && AttentionStagesNext(li, bucket)) {
           ap.stage_image = reinterpret_cast<float*>(stage_image_);
         }
         // Prefill buckets: tiles of one sequence on tensor cores first; attention_kernel takes the other tokens.
@@ -1266,9 +1264,7 @@ absl::Status CudaExecutor::RecordLaunch(size_t li, size_t bucket) {
                                                                         : static_cast<unsigned>(max_rows);
         const unsigned grid_y = static_cast<unsigned>(
             c.kind == KernelKind::kKvAppend || c.kind == KernelKind::kAttentionGroup ? plan_.pool.kv_heads : *heads);
-        const unsigned grid_z = c.kind == KernelKind::kAttention || c.kind == KernelKind::kAttentionGroup
-                                    ? static_cast<unsigned>(ap.splits)
-                                    : 1;
+        const unsigned grid_z = IsDecodeAttention(c.kind) ? static_cast<unsigned>(ap.splits) : 1;
         if (absl::Status s = Launch(rc.functions[0], grid_x, grid_y, grid_z, 128, 0, &ap); !s.ok()) return s;
         break;
       }

@@ -26,6 +26,12 @@ enum class KernelKind {
   kAttentionGroup,    // attention_group_kernel<head_dim>: a token's heads of a KV head on tensor cores
 };
 
+// The two decode attention kernels (one of them runs a bucket): split into
+// context slices, merged by the last slice, staging o's activations.
+constexpr bool IsDecodeAttention(KernelKind k) {
+  return k == KernelKind::kAttention || k == KernelKind::kAttentionGroup;
+}
+
 // Token rows per block of the matmul kernel: 1 for the decode bucket,
 // kPrefillTile for larger buckets (the decoded weight chunk serves that many tokens).
 constexpr int kPrefillTile = 8;
