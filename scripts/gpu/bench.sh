@@ -21,7 +21,9 @@
 #                      first pass meets no prompt cached by an earlier level;
 #                      prompts of KILN_SERVE_PROMPT_WORDS words (default 64;
 #                      the synthetic model's tokenizer makes ~4.2 tokens of a
-#                      word, bench_serve.py prints the measured rate)
+#                      word, bench_serve.py prints the measured rate);
+#                      KILN_SERVE_KV_TYPE=f16 serves the program compiled
+#                      with `--kv-type f16` (prepare.sh's -kvf16 artifact)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 stage=$root/.gpu
@@ -104,7 +106,8 @@ fi
 if [ -n "${KILN_SERVE_SWEEP:-}" ] && [ -f "$weights/llama3-8b-q4_k.gguf" ]; then
   SECONDS=0
   log=$out/serve-q4_k.log
-  "$kiln" serve "$stage/artifacts/llama3-8b-q4_k.prog.kiln" --weights "$weights/llama3-8b-q4_k.gguf" \
+  serve_artifact=$stage/artifacts/llama3-8b-q4_k${KILN_SERVE_KV_TYPE:+-kv$KILN_SERVE_KV_TYPE}.prog.kiln
+  "$kiln" serve "$serve_artifact" --weights "$weights/llama3-8b-q4_k.gguf" \
     --backend cuda --port 0 ${KILN_SERVE_ARGS:---max-running 64 --token-budget 512} >"$log" 2>&1 &
   server=$!
   url=
