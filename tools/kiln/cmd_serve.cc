@@ -209,11 +209,11 @@ int RunServe(int argc, char** argv) {
                 drafter->name().c_str(), args.Has("draft") ? (" " + args.Get("draft")).c_str() : "",
                 static_cast<long long>(draft_max), static_cast<long long>(spec_budget), budget_note.c_str());
   }
-  std::printf("kiln serve: listening on http://%s:%d (model %s, backend %s, %lld KV pages of %lld tokens in %s: "
-              "%.1f MiB, %s)\n",
-              http.host.c_str(), server.port(), name.c_str(), (*executor)->Describe().c_str(),
-              static_cast<long long>(pages), static_cast<long long>(pool.page_size), pool.f16 ? "f16" : "f32",
-              pages * page_bytes / 1048576.0, kv_how.c_str());
+  std::printf(
+      "kiln serve: listening on http://%s:%d (model %s, backend %s, %lld KV pages of %lld tokens in %s: "
+      "%.1f MiB, %s)\n",
+      http.host.c_str(), server.port(), name.c_str(), (*executor)->Describe().c_str(), static_cast<long long>(pages),
+      static_cast<long long>(pool.page_size), pool.f16 ? "f16" : "f32", pages * page_bytes / 1048576.0, kv_how.c_str());
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
