@@ -186,10 +186,13 @@ struct MatmulParams {
   int prefetch_steps;
 };
 
-// The scale table of a q4_K weight for matmul_kernel (LaneQ4_KTable): per
-// 256-element block, for c = 0..3, f16 d sc and dmin mn of sub-blocks 2c and
-// 2c + 1 in the order A(2c), A(2c + 1), M(2c), M(2c + 1).
-constexpr int kQ4KTableBlockBytes = 32;
+// The decode copy of a q4_K weight for matmul_kernel (LaneQ4_KTable): per
+// 256-element block its 128 code bytes as stored, then, for c = 0..3, f16 d
+// sc and dmin mn of sub-blocks 2c and 2c + 1 in the order A(2c), A(2c + 1),
+// M(2c), M(2c + 1): 160 bytes, five whole 32-byte sectors, where reading the
+// codes in place also moved the 16-byte header sharing their first sector.
+constexpr int kQ4KTableBlockBytes = 160;
+constexpr int kQ4KTableCodeBytes = 128;
 KILN_ABI_FN long long Q4KTableRowBytes(long long k) { return k / 256 * kQ4KTableBlockBytes; }
 // q4k_scale_table_kernel: the table of `blocks` q4_K blocks at w, one thread
 // per block; *overflow gets 1 where a product leaves f16's range.

@@ -447,8 +447,11 @@ __device__ __forceinline__ void PrefetchFirstSteps(const MatmulParams& p, int wa
       WeightRowOf<kEpilogue>(p, min(first + r, p.total_n - 1), &wi, &n);
 #pragma unroll
       for (int w = 0; w < kParts; ++w) {
-        PrefetchL2(WeightRow(p, wi + w, n) + e * p.row_bytes / p.k);
-        if constexpr (kTable) PrefetchL2(TableRow(p, wi + w, n) + e * Q4KTableRowBytes(p.k) / p.k);
+        if constexpr (kTable) {
+          PrefetchL2(TableRow(p, wi + w, n) + e * Q4KTableRowBytes(p.k) / p.k);
+        } else {
+          PrefetchL2(WeightRow(p, wi + w, n) + e * p.row_bytes / p.k);
+        }
       }
     }
   }

@@ -314,15 +314,15 @@ struct LaneQ4_K {
   }
 };
 
-// q4_K with its scale table (made on the device at load by
-// q4k_scale_table_kernel, see Q4KTableRowBytes): per 256-element block and
-// lane pair c, the products A = d sc and M = dmin mn of sub-blocks 2c and
-// 2c + 1 as four f16 (8 bytes). A lane step reads those instead of the
-// block's 16-byte header and unpacks no 6-bit field: ~35 instructions a row
-// step against LaneQ4_K's ~72, for 32 bytes of table per block (the header
-// shares a 32-byte sector with the first nibbles, so DRAM still moves it:
-// 176 bytes a block). Same sums as LaneQ4_K but for the f16 rounding of A
-// and M (2^-11).
+// q4_K read from its decode copy (made on the device at load by
+// q4k_scale_table_kernel, see Q4KTableRowBytes): per 256-element block the
+// codes, and per lane pair c the products A = d sc and M = dmin mn of
+// sub-blocks 2c and 2c + 1 as four f16 (8 bytes). A lane step reads those
+// instead of the block's 16-byte header and unpacks no 6-bit field: ~35
+// instructions a row step against LaneQ4_K's ~72, and 160 bytes a block
+// (the codes read in place with a table beside them moved 176: the header
+// shares a 32-byte sector with the first codes). Same sums as LaneQ4_K but
+// for the f16 rounding of A and M (2^-11).
 struct LaneQ4_KTable {
   static constexpr int kLane = LaneQ4_K::kLane, kRows = LaneQ4_K::kRows;
   static constexpr bool kInt8 = true;
@@ -331,9 +331,10 @@ struct LaneQ4_KTable {
     uint2 am;  // f16 A of 2c, 2c + 1 | f16 M of 2c, 2c + 1
   };
   using X = LaneQ4_K::X;
-  __device__ static Raw Load(const unsigned char* row, const unsigned char* table, unsigned e) {
-    return {Aligned16(row + (e / 256) * 144 + 16 + 16 * ((e / 32) % 8)),
-            __ldg(reinterpret_cast<const uint2*>(table + (e / 256) * 32 + 8 * ((e / 64) % 4)))};
+  __device__ static Raw Load(const unsigned char*, const unsigned char* table, unsigned e) {
+    const unsigned char* b = table + (e / 256) * kQ4KTableBlockBytes;
+    return {Aligned16(b + 16 * ((e / 32) % 8)),
+            __ldg(reinterpret_cast<const uint2*>(b + kQ4KTableCodeBytes + 8 * ((e / 64) % 4)))};
   }
   __device__ static X LoadX(unsigned e, const float* xs, int xstride, const float* sums) {
     return LaneQ4_K::LoadX(e, xs, xstride, sums);

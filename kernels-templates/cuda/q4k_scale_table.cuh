@@ -1,6 +1,7 @@
-// The scale tables of q4_K weights (kernel_abi.h's Q4KTableRowBytes), made
-// once at load from the weights on the device: per 256-element block, each
-// sub-block's d * scale and dmin * min as f16, in LaneQ4_KTable's order. A
+// The decode copies of q4_K weights (kernel_abi.h's Q4KTableRowBytes), made
+// once at load from the weights on the device: per 256-element block its
+// codes, then each sub-block's d * scale and dmin * min as f16, in
+// LaneQ4_KTable's order. A
 // product past f16's range (a block's d or dmin above 65504 / 63) sets bit
 // 0 of *p.overflow and the runtime drops the tables: the header lane then
 // reads such weights as the CPU does. Bit 1: 8 d sc past f16's range, which
@@ -39,8 +40,10 @@ __global__ void __launch_bounds__(256) q4k_scale_table_kernel(Q4KTableParams p) 
     out[2 * c + 1] = PackHalf2(m[0], m[1]);
   }
   uint4* dst = reinterpret_cast<uint4*>(p.table + i * kQ4KTableBlockBytes);
-  dst[0] = {out[0], out[1], out[2], out[3]};
-  dst[1] = {out[4], out[5], out[6], out[7]};
+#pragma unroll
+  for (int j = 0; j < kQ4KTableCodeBytes / 16; ++j) dst[j] = Aligned16(p.w + i * 144 + 16 + 16 * j);
+  dst[kQ4KTableCodeBytes / 16] = {out[0], out[1], out[2], out[3]};
+  dst[kQ4KTableCodeBytes / 16 + 1] = {out[4], out[5], out[6], out[7]};
   if (overflow || tile_overflow) atomicOr(p.overflow, (overflow ? 1u : 0u) | (tile_overflow ? 2u : 0u));
 }
 

@@ -60,7 +60,8 @@ namespace kiln::cuda {
 // (AttentionParams::stage_image).
 // 19: the attention kernels take the pool's element type (<..., kiln::KvF32>
 // or kiln::KvF16: an f16 page pool, kiln compile --kv-type f16).
-constexpr uint32_t kBundleVersion = 19;
+// 20: q4_K's scale tables hold the codes too (kQ4KTableBlockBytes 160).
+constexpr uint32_t kBundleVersion = 20;
 
 struct BundleKernel {
   std::string name_expression;  // "kiln::matmul_kernel<kiln::StorageQ4_K, 0, true, 1>"

@@ -81,7 +81,7 @@ class CudaExecutor final : public Executor {
   std::optional<double> DeviceWaitCpuSeconds() const override { return wait_cpu_seconds_; }
   std::string Describe() const override {
     std::string d = absl::StrFormat("cuda (%s, sm_%d, %d SMs", context_->name(), context_->sm(), context_->multiprocessors());
-    if (table_bytes_ > 0) absl::StrAppendFormat(&d, "; q4_K scale tables: %.2f GiB", table_bytes_ / 1073741824.0);
+    if (table_bytes_ > 0) absl::StrAppendFormat(&d, "; q4_K scale tables with codes: %.2f GiB", table_bytes_ / 1073741824.0);
     if (!tile_int8_) absl::StrAppend(&d, "; q4_K steps of 2-63 tokens on matmul_tile_tc_kernel");
     if (resident_f16_bytes_ > 0) {
       absl::StrAppendFormat(&d, "; f16 copy of the weights for prefill: %.1f GiB", resident_f16_bytes_ / 1073741824.0);
@@ -106,7 +106,8 @@ class CudaExecutor final : public Executor {
     int64_t rows = 1, cols = 0;
     uint64_t row_bytes = 0;
     CUdeviceptr ptr = 0;
-    // q4_K weights of matmuls: their scale table (q4k_scale_table_kernel), or 0.
+    // q4_K weights of matmuls: their decode copy, codes and scale products
+    // (q4k_scale_table_kernel, kernel_abi.h's Q4KTableRowBytes), or 0.
     CUdeviceptr table = 0;
   };
   // The resolved kernels of one launch, ready to record.
@@ -518,9 +519,13 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   if (const char* v = std::getenv("KILN_CUDA_PREFETCH_STEPS"); v != nullptr) {
     ex->prefetch_steps_ = std::clamp(std::atoi(v), 0, 4);
   }
-  // q4_K's matmul_kernel reads each sub-block's scale products from a table
-  // made at load (+22% of the weights' bytes) instead of unpacking the
-  // blocks' 6-bit fields every step (KILN_CUDA_Q4K_TABLE=0: it unpacks them).
+  // q4_K's matmul_kernel reads a copy of the weights made at load, each
+  // block's codes and its sub-blocks' scale products (160 bytes a block,
+  // beside the stored 144 that the other kernels read: 2.1x the q4_K
+  // weights' memory), instead of unpacking the blocks' 6-bit fields every
+  // step; a one-token step reads 9% fewer bytes than with the codes in place
+  // and a 32-byte table beside them (docs/perf/cuda-h200.md, session 37).
+  // KILN_CUDA_Q4K_TABLE=0: no copy, the stored blocks' headers unpacked.
   ex->q4k_tables_ = SwitchOn("KILN_CUDA_Q4K_TABLE");
   // A one-token silu_mul launch stages the down projection's int8
   // activations once instead of each of its blocks (KILN_CUDA_PRESTAGE=0: each block).

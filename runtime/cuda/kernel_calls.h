@@ -74,7 +74,7 @@ enum MatmulSlot : int {
   kMatmulSplitSumSlot = 11,    // matmul_split_sum_kernel: adds [8]'s slices of K (small grids) and applies the epilogue
   kMatmulPairSlot = 12,        // matmul_kernel, tile 2: two-token buckets of q8_0, run like decode
   kMatmulStreamSlot = 13,      // matmul_stream_kernel: [0] for q8_0 on sm_90, weights streamed by the copy engine
-  kQ4KTableSlot = 14,          // q4k_scale_table_kernel: q4_K's scale tables for [0] and [12], made at load
+  kQ4KTableSlot = 14,          // q4k_scale_table_kernel: q4_K's decode copies for [0] and [12], made at load
   kMatmulTileInt8WideSlot = 15,  // matmul_tile_int8_kernel, two token tiles a block: [10] for buckets of 9-63 tokens
   kMatmulTileTcLogitsSlot = 16,    // [5] over a larger bucket's logit rows (a grid of one token tile, looping)
   kMatmulTileInt8LogitsSlot = 17,  // [10] likewise
