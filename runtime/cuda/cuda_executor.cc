@@ -81,7 +81,8 @@ class CudaExecutor final : public Executor {
   std::optional<double> DeviceWaitCpuSeconds() const override { return wait_cpu_seconds_; }
   std::string Describe() const override {
     std::string d = absl::StrFormat("cuda (%s, sm_%d, %d SMs", context_->name(), context_->sm(), context_->multiprocessors());
-    if (table_bytes_ > 0) absl::StrAppendFormat(&d, "; q4_K scale tables with codes: %.2f GiB", table_bytes_ / 1073741824.0);
+    if (table_bytes_ > 0)
+      absl::StrAppendFormat(&d, "; q4_K scale tables with codes: %.2f GiB", table_bytes_ / 1073741824.0);
     if (tables_left_out_) absl::StrAppend(&d, "; q4_K decode copies left out for memory");
     if (!tile_int8_) absl::StrAppend(&d, "; q4_K steps of 2-63 tokens on matmul_tile_tc_kernel");
     if (resident_f16_bytes_ > 0) {
@@ -252,7 +253,7 @@ class CudaExecutor final : public Executor {
   // StageRunOnce's image (MatmulSmemFloats(k, 1) floats for the widest k)
   // and its counts (one per 256 outputs), zero at load.
   CUdeviceptr stage_image_ = 0, stage_counts_ = 0;
-  int64_t table_bytes_ = 0;     // of all those copies
+  int64_t table_bytes_ = 0;       // of all those copies
   bool tables_left_out_ = false;  // the copies did not fit the memory policy (Create)
   int smem_optin_ = 0;     // dynamic shared memory a block may opt in to
   int smem_per_sm_ = 0;    // shared memory of an SM

@@ -60,22 +60,22 @@ constexpr int AttentionGroupMinBucket(bool f16_pool) { return f16_pool ? 2 : 16;
 // The instantiations of a kMatmul call, by slot of KernelCall::names (an
 // empty name where the storage has no such kernel).
 enum MatmulSlot : int {
-  kMatmulDecodeSlot = 0,       // matmul_kernel, tile 1: bucket 1
-  kMatmulTiledSlot = 1,        // matmul_kernel, 8-token tiles (f32): other buckets of 2-63 tokens and logit rows
-  kMatmulTcSlot = 2,           // matmul_tc_kernel: larger buckets [7] does not take (K not a multiple of kGemmK)
-  kActivationsF16Slot = 3,     // activations_f16_kernel: x (normalised) to f16 before [2] or [7]
-  kActivationsSplitSlot = 4,   // activations_f16_kernel split: x as f16 hi | lo | sums per 32, before [5]
-  kMatmulTileTcSlot = 5,       // matmul_tile_tc_kernel: buckets of 2-63 tokens and larger ones' logit rows
-  kDequantizeSlot = 6,         // dequantize_f16_kernel: quantised weights to f16 rows before [7]
-  kMatmulF16TcSlot = 7,        // matmul_f16_tc_kernel: larger buckets over f16 weight rows
-  kMatmulF16WgmmaSlot = 8,     // matmul_f16_wgmma_kernel: [7] on sm_90a's warpgroup MMA (sm_90 bundles)
-  kActivationsInt8Slot = 9,    // activations_int8_kernel: x as int8 codes, a scale per 256, sums per 32; before [10]
-  kMatmulTileInt8Slot = 10,    // matmul_tile_int8_kernel: [5] for q4_K on integer tensor cores
-  kMatmulSplitSumSlot = 11,    // matmul_split_sum_kernel: adds [8]'s slices of K (small grids) and applies the epilogue
-  kMatmulPairSlot = 12,        // matmul_kernel, tile 2: two-token buckets of q8_0, run like decode
-  kMatmulStreamSlot = 13,      // matmul_stream_kernel: [0] for q8_0 on sm_90, weights streamed by the copy engine
-  kQ4KTableSlot = 14,          // q4k_scale_table_kernel: q4_K's decode copies for [0] and [12], made at load
-  kMatmulTileInt8WideSlot = 15,  // matmul_tile_int8_kernel, two token tiles a block: [10] for buckets of 9-63 tokens
+  kMatmulDecodeSlot = 0,      // matmul_kernel, tile 1: bucket 1
+  kMatmulTiledSlot = 1,       // matmul_kernel, 8-token tiles (f32): other buckets of 2-63 tokens and logit rows
+  kMatmulTcSlot = 2,          // matmul_tc_kernel: larger buckets [7] does not take (K not a multiple of kGemmK)
+  kActivationsF16Slot = 3,    // activations_f16_kernel: x (normalised) to f16 before [2] or [7]
+  kActivationsSplitSlot = 4,  // activations_f16_kernel split: x as f16 hi | lo | sums per 32, before [5]
+  kMatmulTileTcSlot = 5,      // matmul_tile_tc_kernel: buckets of 2-63 tokens and larger ones' logit rows
+  kDequantizeSlot = 6,        // dequantize_f16_kernel: quantised weights to f16 rows before [7]
+  kMatmulF16TcSlot = 7,       // matmul_f16_tc_kernel: larger buckets over f16 weight rows
+  kMatmulF16WgmmaSlot = 8,    // matmul_f16_wgmma_kernel: [7] on sm_90a's warpgroup MMA (sm_90 bundles)
+  kActivationsInt8Slot = 9,   // activations_int8_kernel: x as int8 codes, a scale per 256, sums per 32; before [10]
+  kMatmulTileInt8Slot = 10,   // matmul_tile_int8_kernel: [5] for q4_K on integer tensor cores
+  kMatmulSplitSumSlot = 11,   // matmul_split_sum_kernel: adds [8]'s slices of K (small grids) and applies the epilogue
+  kMatmulPairSlot = 12,       // matmul_kernel, tile 2: two-token buckets of q8_0, run like decode
+  kMatmulStreamSlot = 13,     // matmul_stream_kernel: [0] for q8_0 on sm_90, weights streamed by the copy engine
+  kQ4KTableSlot = 14,         // q4k_scale_table_kernel: q4_K's decode copies for [0] and [12], made at load
+  kMatmulTileInt8WideSlot = 15,    // matmul_tile_int8_kernel, two token tiles a block: [10] for buckets of 9-63 tokens
   kMatmulTileTcLogitsSlot = 16,    // [5] over a larger bucket's logit rows (a grid of one token tile, looping)
   kMatmulTileInt8LogitsSlot = 17,  // [10] likewise
   kMatmulQ4KWgmmaSlot = 18,        // matmul_q4k_wgmma_kernel: [8] over q4_K rows as stored, for small prefill steps
