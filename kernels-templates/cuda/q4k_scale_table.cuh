@@ -1,12 +1,12 @@
 // The decode copies of q4_K weights (kernel_abi.h's Q4KTableRowBytes), made
 // once at load from the weights on the device: per 256-element block its
 // codes, then each sub-block's d * scale and dmin * min as f16, in
-// LaneQ4_KTable's order. A
-// product past f16's range (a block's d or dmin above 65504 / 63) sets bit
-// 0 of *p.overflow and the runtime drops the tables: the header lane then
-// reads such weights as the CPU does. Bit 1: 8 d sc past f16's range, which
-// matmul_tile_int8_kernel's f16 MMA holds; the runtime then runs q4_K's
-// steps of 2-63 tokens on matmul_tile_tc_kernel (block scales in f32).
+// LaneQ4_KTable's order. A product past f16's range (a block's d or dmin
+// above 65504 / 63) sets bit 0 of *p.overflow and the runtime drops the
+// copies: the header lane then reads such weights as the CPU does. Bit 1:
+// 8 d sc past f16's range, which matmul_tile_int8_kernel's f16 MMA holds;
+// the runtime then runs q4_K's steps of 2-63 tokens on
+// matmul_tile_tc_kernel (block scales in f32).
 #pragma once
 
 #include "matmul_lanes.cuh"

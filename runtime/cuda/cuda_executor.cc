@@ -727,20 +727,23 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
   };
   size_t free = 0, total = 0;
   KILN_CU(api, api.cuMemGetInfo(&free, &total));
+  // A copy of weights made at load for speed is kept where it costs an
+  // automatic KV pool at most a quarter of its memory (an explicit pool:
+  // where everything fits in 95% of the free memory). `with`, `without`:
+  // where the allocation ends with no KV pages, with and without the copy;
+  // `explicit_with`: where it ends with the copy and the explicit pool.
+  const bool auto_pool = options.num_pages == 0 && options.gpu_kv_fraction > 0;
+  auto affordable = [&](uint64_t with, uint64_t without, uint64_t explicit_with) {
+    if (!auto_pool) return explicit_with <= free / 20 * 19;
+    return free > with && free - with >= (free > without ? free - without : 0) / 4 * 3;
+  };
   // The q4_K decode copies (2.1x those weights' memory with the stored
-  // blocks) on the same terms as the f16 copy below: when they cost an
-  // automatic KV pool at most a quarter of its memory (an explicit pool: when
-  // both fit in 95% of the free memory). Without them the matmuls unpack the
-  // stored blocks' headers: ~6% slower one-token steps on the 8B.
+  // blocks). Without them the matmuls unpack the stored blocks' headers, as
+  // fast as the 32-byte tables were at batch 1 (session 12), which the
+  // copies beat by 6% on the 8B (docs/perf/cuda-h200.md, session 37).
   if (ex->table_bytes_ > 0) {
-    bool keep;
-    if (options.num_pages == 0 && options.gpu_kv_fraction > 0) {
-      const uint64_t with = tail(0, false).end, without = with - ex->table_bytes_;
-      keep = free > with && free - with >= (free > without ? free - without : 0) / 4 * 3;
-    } else {
-      keep = tail(ex->num_pages_, false).end <= free / 20 * 19;
-    }
-    if (keep) {
+    const uint64_t with = tail(0, false).end;
+    if (affordable(with, with - ex->table_bytes_, tail(ex->num_pages_, false).end)) {
       uint64_t at = weights_end;
       ex->PlaceQ4KTables(&at);
     } else {
@@ -749,23 +752,16 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
       pool_offset = weights_end;
     }
   }
-  // Quantised weights decoded to f16 once at load, for the prefill matmul,
-  // when that costs an automatic KV pool at most a quarter of its memory (an
-  // explicit pool: when both fit in 95% of the free memory): the per-step
-  // decode pass cost ~6 ms of a 28 ms 512-token step on the 8B.
-  // KILN_CUDA_RESIDENT_F16=0 decodes per step instead.
-  bool resident = resident_f16_halves > 0 && SwitchOn("KILN_CUDA_RESIDENT_F16");
-  if (resident && options.num_pages == 0 && options.gpu_kv_fraction > 0) {
-    const uint64_t with = tail(0, true).end, without = tail(0, false).end;
-    resident = free > with && free - with >= (free > without ? free - without : 0) / 4 * 3;
-  } else if (resident) {
-    resident = tail(ex->num_pages_, true).end <= free / 20 * 19;
-  }
+  // Quantised weights decoded to f16 once at load, for the prefill matmul
+  // (the per-step decode pass cost ~6 ms of a 28 ms 512-token step on the
+  // 8B). KILN_CUDA_RESIDENT_F16=0 decodes per step instead.
+  const bool resident = resident_f16_halves > 0 && SwitchOn("KILN_CUDA_RESIDENT_F16") &&
+                        affordable(tail(0, true).end, tail(0, false).end, tail(ex->num_pages_, true).end);
   if (!resident) {
     for (auto& calls : ex->calls_)
       for (ResolvedCall& rc : calls) rc.resident_f16 = -1;
   }
-  if (options.num_pages == 0 && options.gpu_kv_fraction > 0) {
+  if (auto_pool) {
     const uint64_t others = tail(0, resident).end;
     absl::StatusOr<int64_t> pages =
         KvPagesForFreeMemory(free > others ? free - others : 0, options.gpu_kv_fraction, page_bytes,
