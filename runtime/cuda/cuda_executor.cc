@@ -738,9 +738,11 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(const Program& pr
     return free > with && free - with >= (free > without ? free - without : 0) / 4 * 3;
   };
   // The q4_K decode copies (2.1x those weights' memory with the stored
-  // blocks). Without them the matmuls unpack the stored blocks' headers, as
-  // fast as the 32-byte tables were at batch 1 (session 12), which the
-  // copies beat by 6% on the 8B (docs/perf/cuda-h200.md, session 37).
+  // blocks). Without them the matmuls unpack the stored blocks' headers:
+  // one-token steps 13% slower on the 8B, and 7% slower than with the
+  // 32-byte tables the copies replaced, which a third path in matmul_kernel
+  // (tables where copies do not fit) would keep, but it spilled qkv's
+  // instance (docs/perf/cuda-h200.md, session 37).
   if (ex->table_bytes_ > 0) {
     const uint64_t with = tail(0, false).end;
     if (affordable(with, with - ex->table_bytes_, tail(ex->num_pages_, false).end)) {
