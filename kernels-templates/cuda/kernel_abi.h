@@ -166,7 +166,7 @@ struct MatmulParams {
   // and applies the epilogue.
   float* k_partials;
   int k_splits;
-  // matmul_kernel over q4_K: each weight's scale table (Q4KTableRowBytes per
+  // matmul_kernel over q4_K: each weight's decode copy (Q4KTableRowBytes per
   // row), or null for all (it then decodes the blocks' headers).
   const unsigned char* tables[kMaxFusedWeights];
   // One-token decode over an int8 lane (matmul_kernel), where a silu_mul
@@ -194,8 +194,8 @@ struct MatmulParams {
 constexpr int kQ4KTableBlockBytes = 160;
 constexpr int kQ4KTableCodeBytes = 128;
 KILN_ABI_FN long long Q4KTableRowBytes(long long k) { return k / 256 * kQ4KTableBlockBytes; }
-// q4k_scale_table_kernel: the table of `blocks` q4_K blocks at w, one thread
-// per block; *overflow gets 1 where a product leaves f16's range.
+// q4k_scale_table_kernel: the decode copy of `blocks` q4_K blocks at w, one
+// thread per block; *overflow gets 1 where a product leaves f16's range.
 struct Q4KTableParams {
   const unsigned char* w;
   unsigned char* table;

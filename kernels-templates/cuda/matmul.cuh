@@ -28,7 +28,7 @@ __device__ __forceinline__ T Pick(const T (&a)[kMaxFusedWeights], int i) {
 }
 
 // Row `row` of the launch's weight `weight`, and of that weight's q4_K
-// scale table.
+// decode copy.
 __device__ __forceinline__ const unsigned char* WeightRow(const MatmulParams& p, int weight, long long row) {
   return Pick(p.w, weight) + row * p.row_bytes;
 }
@@ -364,7 +364,7 @@ __device__ __forceinline__ int WalkChunk(const unsigned char* const (&weight_row
 // token and shared by the warp's rows. Decode launches of one weight per row
 // issue the loads of two steps before either's arithmetic (gate/up already
 // has two weights per row in flight; more would spill). table_rows: the
-// rows' scale tables, for the lanes that read one (LaneQ4_KTable).
+// rows' decode copies, for the lanes that read one (LaneQ4_KTable).
 template <class Lane, int kRows, int kParts, int kTile>
 __device__ __forceinline__ void WalkChunkInt8(const unsigned char* const (&weight_rows)[kRows][kParts],
                                               const unsigned char* const (&table_rows)[kRows][kParts], int c0, int len,

@@ -241,7 +241,7 @@ class CudaExecutor final : public Executor {
   bool attention_group_ = true;   // attention_group_kernel from attention_group_min_ tokens
   int attention_group_min_ = 16;  // AttentionGroupMinBucket (KILN_CUDA_ATTN_GROUP_MIN=N: from N tokens)
   bool stream_decode_ = false;  // q8_0's one-token decode on matmul_stream_kernel (sm_90)
-  bool q4k_tables_ = true;      // q4_K's matmul_kernel reads scale tables made at load
+  bool q4k_tables_ = true;      // q4_K's matmul_kernel reads decode copies made at load
   bool prestage_ = true;        // PrestagesNext's pairs stage once (KILN_CUDA_PRESTAGE=0: never)
   // Each captured launch may start while the one before it ends (sm_90:
   // programmatic dependent launch; every kernel waits for its predecessor
@@ -289,7 +289,7 @@ CudaExecutor::~CudaExecutor() {
 
 absl::Status CudaExecutor::BindWeights(const WeightSource& weights, uint64_t* offset,
                                        std::vector<WeightUpload>* uploads) {
-  // The weights the matmuls read (not embedding tables): q4_K's get scale tables.
+  // The weights the matmuls read (not embedding tables): q4_K's get decode copies.
   std::set<std::string> matmul_weights;
   for (const PlanLaunch& l : plan_.launches) {
     if (l.op != "matmul" && l.op != "fused_matmul") continue;
