@@ -242,7 +242,6 @@ absl::StatusOr<std::vector<uint8_t>> GenerateVulkanKernels(const Plan& plan) {
         if (copy) instances.emplace(copy->Key(), *copy);
       }
       if (d.decode_dp4_kernel) instances.emplace(d.decode_dp4_kernel->Key(), *d.decode_dp4_kernel);
-      if (d.decode_copy_kernel) instances.emplace(d.decode_copy_kernel->Key(), *d.decode_copy_kernel);
       if (d.prefill_kernel) instances.emplace(d.prefill_kernel->Key(), *d.prefill_kernel);
     }
   }

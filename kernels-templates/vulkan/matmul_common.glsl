@@ -47,19 +47,4 @@ uvec4 wq(uint slot, uint at) {
 #endif
   return w0q[at];
 }
-#if defined(Q4K_COPY) && Q4K_COPY
-// The same as 8-byte words (the decode copy's scale products).
-layout(std430, set = 0, binding = 0) readonly buffer Weight0Q2 { uvec2 w0q2[]; };
-layout(std430, set = 0, binding = 1) readonly buffer Weight1Q2 { uvec2 w1q2[]; };
-layout(std430, set = 0, binding = 2) readonly buffer Weight2Q2 { uvec2 w2q2[]; };
-uvec2 wq2(uint slot, uint at) {
-#if NUM_W >= 2
-  if (slot == 1u) return w1q2[at];
-#endif
-#if NUM_W >= 3
-  if (slot == 2u) return w2q2[at];
-#endif
-  return w0q2[at];
-}
-#endif
 #endif

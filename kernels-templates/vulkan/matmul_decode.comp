@@ -11,11 +11,7 @@
 //
 // Constants: K, NUM_W, N0..N2, EPILOGUE, HAS_NORM, EPS, WG, R, DP4, XF16
 // (1: staged as f16), XCHUNK (a multiple of 256, or K rounded up to 8 where
-// K fits), Q4K_LANES, Q4K_COPY (with DP4: the weight slots hold q4_K's
-// decode copies, vulkan_kernels.h's kQ4KCopyBlockBytes: a lane reads its 16
-// code bytes and the 16-byte word of its sub-blocks' scale products, where
-// in place it reads the block's header and unpacks two 6-bit scales and
-// mins), weight slots.
+// K fits), Q4K_LANES, weight slots.
 // Push constants: in0 x, in1 residual, out0..out2 results.
 // Launch shape: x = workgroups (any number: subgroups past the rows idle,
 // too few take several rounds), y = the bucket's tokens.
@@ -144,8 +140,6 @@ vec4 nibbles_hi(uint w) {
 // 16 (gc % 2)) lies at word at(row, gc) + 1 + gc % 8 of its weight, after its
 // block's header at word at(row, gc).
 uint q4k_at(uint row, uint gc) { return row * (K / 256u * 9u) + (gc / 8u) * 9u; }
-// (The decode copy's blocks are 10 words: the codes, then 8 bytes of scale
-// products for each pair of sub-blocks, read as 8-byte words.)
 
 // The dot of that chunk (header `head`, codes `codes`) with activations xl,
 // xh (sums sum_lo, sum_hi).
@@ -328,30 +322,15 @@ void main() {
       // registers).
       for (uint c = lane; c < len / 32u; c += lanes) {
         const uint gc = k0 / 32u + c;
-        uvec4 codes_of[R][NACC];
-#if defined(Q4K_COPY) && Q4K_COPY
-        uvec2 scales_of[R][NACC];  // d sc and dmin mn of the lane's two sub-blocks
-#else
-        uvec4 head_of[R][NACC];
-#endif
+        uvec4 head_of[R][NACC], codes_of[R][NACC];
         for (uint r = 0u; r < R; ++r) {
           const uint n = min(n0 + r, NCOLS - 1u), slot = slot_of(n), row = row_of(n, slot);
-#if defined(Q4K_COPY) && Q4K_COPY
-          const uint at = row * (K / 256u * 10u) + (gc / 8u) * 10u, scales_at = 2u * at + 16u + (gc % 8u) / 2u;
-          codes_of[r][0] = wq(slot, at + gc % 8u);
-          scales_of[r][0] = wq2(slot, scales_at);
-#if EPILOGUE == 1
-          codes_of[r][1] = w1q[at + gc % 8u];
-          scales_of[r][1] = w1q2[scales_at];
-#endif
-#else
           const uint at = q4k_at(row, gc);
           head_of[r][0] = wq(slot, at);
           codes_of[r][0] = wq(slot, at + 1u + gc % 8u);
 #if EPILOGUE == 1
           head_of[r][1] = w1q[at];
           codes_of[r][1] = w1q[at + 1u + gc % 8u];
-#endif
 #endif
         }
 #if DP4
@@ -361,14 +340,7 @@ void main() {
         const uint s = 2u * ((c % 8u) / 2u);
         for (uint r = 0u; r < R; ++r) {
           for (uint w = 0u; w < NACC; ++w) {
-            const uvec4 q = codes_of[r][w];
-            const int lo = dot16(xl, q & 0x0F0F0F0Fu), hi = dot16(xh, (q >> 4) & 0x0F0F0F0Fu);
-#if defined(Q4K_COPY) && Q4K_COPY
-            const vec2 a = unpackHalf2x16(scales_of[r][w].x), m = unpackHalf2x16(scales_of[r][w].y);
-            acc[r * NACC + w] += a.x * (dx_lo * float(lo) + 8.0 * sum_lo) + a.y * (dx_hi * float(hi) + 8.0 * sum_hi) -
-                                 (m.x * sum_lo + m.y * sum_hi);
-#else
-            const uvec4 head = head_of[r][w];
+            const uvec4 head = head_of[r][w], q = codes_of[r][w];
             const vec2 dm = unpackHalf2x16(head.x);
             float sc[2], mn[2];
             for (uint i = 0u; i < 2u; ++i) {
@@ -376,9 +348,9 @@ void main() {
               sc[i] = sm.x;
               mn[i] = sm.y;
             }
+            const int lo = dot16(xl, q & 0x0F0F0F0Fu), hi = dot16(xh, (q >> 4) & 0x0F0F0F0Fu);
             acc[r * NACC + w] += dm.x * (sc[0] * (dx_lo * float(lo) + 8.0 * sum_lo) + sc[1] * (dx_hi * float(hi) + 8.0 * sum_hi)) -
                                  dm.y * (mn[0] * sum_lo + mn[1] * sum_hi);
-#endif
           }
         }
 #else

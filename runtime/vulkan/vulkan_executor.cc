@@ -18,10 +18,9 @@
 #include "runtime/cpu/weight_storage.h"
 #include "runtime/executor/repack.h"
 #include "runtime/util/thread_cpu_time.h"
-#include "runtime/vulkan/q4k_decode_copy.h"
 #include "runtime/vulkan/vulkan_api.h"
-#include "runtime/vulkan/vulkan_bundle.h"
 #include "runtime/vulkan/vulkan_device.h"
+#include "runtime/vulkan/vulkan_bundle.h"
 #include "runtime/vulkan/vulkan_kernels.h"
 
 namespace kiln::vulkan {
@@ -63,15 +62,12 @@ class VulkanExecutor final : public Executor {
   absl::StatusOr<std::vector<KernelTime>> ProfileStep(const StepBatch& batch) override;
   std::optional<double> DeviceWaitCpuSeconds() const override { return wait_cpu_seconds_; }
   std::string Describe() const override {
-    auto size = [](int64_t bytes) {
-      return bytes >= (int64_t{1} << 30) ? absl::StrFormat("%.2f GiB", bytes / 1073741824.0)
-                                         : absl::StrFormat("%.1f MiB", bytes / 1048576.0);
-    };
-    std::string s = dev_.description();
-    if (q4k_copy_bytes_ > 0) absl::StrAppend(&s, "; q4_K decode copies: ", size(q4k_copy_bytes_));
-    if (q4k_copy_left_out_) absl::StrAppend(&s, "; q4_K decode copies left out for memory");
-    if (f16_copy_bytes_ > 0) absl::StrAppend(&s, "; f16 copy of the weights for prefill: ", size(f16_copy_bytes_));
-    return s;
+    if (f16_copy_bytes_ == 0) return dev_.description();
+    return f16_copy_bytes_ >= (int64_t{1} << 30)
+               ? absl::StrFormat("%s; f16 copy of the weights for prefill: %.1f GiB", dev_.description(),
+                                 f16_copy_bytes_ / 1073741824.0)
+               : absl::StrFormat("%s; f16 copy of the weights for prefill: %.1f MiB", dev_.description(),
+                                 f16_copy_bytes_ / 1048576.0);
   }
   const Plan& plan() const override { return plan_; }
   int64_t num_pages() const override { return num_pages_; }
@@ -96,10 +92,6 @@ class VulkanExecutor final : public Executor {
     // activations 16 bytes at a time.
     bool tiled_reads_16_bytes = false, decode_reads_16_bytes = false;
     VkDescriptorSet set = VK_NULL_HANDLE;
-    // decode_pipeline is planned.decode_copy_kernel: it runs with decode_set,
-    // whose weight slots hold the q4_K decode copies.
-    bool decode_copy = false;
-    VkDescriptorSet decode_set = VK_NULL_HANDLE;
     // tiled_pipeline is planned.coopmat_f16_kernel: it runs with f16_set,
     // whose weight slots hold the f16 rows.
     bool tiled_f16 = false;
@@ -115,18 +107,6 @@ class VulkanExecutor final : public Executor {
     VkPipeline silu_pipeline = VK_NULL_HANDLE;
   };
   absl::Status UploadWeights(const WeightSource& weights);
-  // Whether a copy of `bytes` made at load may take device memory from the
-  // KV pool: an automatic pool loses at most a quarter of what it would get;
-  // an explicit one must fit beside it in 95% of the memory left.
-  bool Affordable(VkDeviceSize bytes) const;
-  // Whether decode-sized steps run the dispatch's decode variant on integer
-  // dot products (planned.decode_dp4_kernel).
-  bool DecodesOnDp4(const Dispatch& d) const {
-    return d.planned.decode_dp4_kernel && dev_.has_integer_dot() && dev_.shuffle_width() >= 4;
-  }
-  // Where decode runs on integer dot products, decides whether to keep
-  // q4_K's decode copies (memory allowing) and places them (placed_q4k_).
-  absl::Status PlaceQ4KCopy();
   // Where the tensor-core prefill reads quantised weights, decides whether
   // to keep an f16 copy of them (memory allowing) and places it (placed_f16_).
   absl::Status PlaceF16Copy();
@@ -161,7 +141,7 @@ class VulkanExecutor final : public Executor {
   VulkanExecutorOptions options_;
   VulkanDevice dev_;  // first: destroyed after everything made on it
 
-  Buffer weights_, weights_f16_, weights_q4k_, arena_, kv_, io_, step_inputs_, partials_, dummy_;
+  Buffer weights_, weights_f16_, arena_, kv_, io_, step_inputs_, partials_, dummy_;
   struct Placed {
     VkDeviceSize offset = 0, size = 0;
   };
@@ -169,11 +149,6 @@ class VulkanExecutor final : public Executor {
   // The f16 copy (in weights_f16_) of each weight the f16 prefill variant
   // reads, except f16 weights (read in place); empty without the copy.
   std::map<std::string, Placed> placed_f16_;
-  // The q4_K decode copy (in weights_q4k_, kQ4KCopyBlockBytes a block) of
-  // each weight a decode_copy_kernel reads; empty without the copies.
-  std::map<std::string, Placed> placed_q4k_;
-  int64_t q4k_copy_bytes_ = 0;
-  bool q4k_copy_left_out_ = false;  // planned, but not affordable
   bool f16_prefill_ = false;  // the tensor-core prefill may run on f16 rows
   int64_t f16_copy_bytes_ = 0;
   int64_t act_f16_halves_ = 0;
@@ -214,8 +189,7 @@ VulkanExecutor::~VulkanExecutor() {
     for (auto& [key, p] : pipelines_) dev_.api().vkDestroyPipeline(dev_.device(), p, nullptr);
     if (pipeline_layout_) dev_.api().vkDestroyPipelineLayout(dev_.device(), pipeline_layout_, nullptr);
     if (set_layout_) dev_.api().vkDestroyDescriptorSetLayout(dev_.device(), set_layout_, nullptr);
-    for (Buffer* b :
-         {&weights_, &weights_f16_, &weights_q4k_, &arena_, &kv_, &io_, &step_inputs_, &partials_, &dummy_}) {
+    for (Buffer* b : {&weights_, &weights_f16_, &arena_, &kv_, &io_, &step_inputs_, &partials_, &dummy_}) {
       dev_.DestroyBuffer(*b);
     }
   }
@@ -257,9 +231,6 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
   absl::StatusOr<Buffer> buffer = dev_.CreateBuffer(std::max<VkDeviceSize>(at, 16), false, "weights");
   if (!buffer.ok()) return buffer.status();
   weights_ = *buffer;
-  // The decode copies first: they serve every decode step, the f16 copy
-  // only prefill.
-  if (absl::Status s = PlaceQ4KCopy(); !s.ok()) return s;
   if (absl::Status s = PlaceF16Copy(); !s.ok()) return s;
 
   // Host-visible weights (lavapipe, unified memory) are written in place; else
@@ -267,11 +238,10 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
   Buffer staging;
   VkDeviceSize staged = 0;
   std::vector<VkBufferCopy> copies;
-  VkBuffer copies_to = VK_NULL_HANDLE;
   auto flush = [&]() -> absl::Status {
     if (copies.empty()) return absl::OkStatus();
     absl::Status s = dev_.RunOnce([&](VkCommandBuffer cb) {
-      dev_.api().vkCmdCopyBuffer(cb, staging.buffer, copies_to, static_cast<uint32_t>(copies.size()), copies.data());
+      dev_.api().vkCmdCopyBuffer(cb, staging.buffer, weights_.buffer, static_cast<uint32_t>(copies.size()), copies.data());
     });
     copies.clear();
     staged = 0;
@@ -282,14 +252,10 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
     if (!s.ok()) return s.status();
     staging = *s;
   }
-  auto write_to = [&](const Buffer& to, VkDeviceSize offset, const uint8_t* data, VkDeviceSize bytes) -> absl::Status {
-    if (to.mapped) {
-      std::memcpy(static_cast<uint8_t*>(to.mapped) + offset, data, bytes);
+  auto write = [&](VkDeviceSize offset, const uint8_t* data, VkDeviceSize bytes) -> absl::Status {
+    if (weights_.mapped) {
+      std::memcpy(static_cast<uint8_t*>(weights_.mapped) + offset, data, bytes);
       return absl::OkStatus();
-    }
-    if (copies_to != to.buffer) {
-      if (absl::Status s = flush(); !s.ok()) return s;
-      copies_to = to.buffer;
     }
     while (bytes > 0) {
       if (staged == staging.size) {
@@ -305,10 +271,6 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
     }
     return absl::OkStatus();
   };
-  auto write = [&](VkDeviceSize offset, const uint8_t* data, VkDeviceSize bytes) {
-    return write_to(weights_, offset, data, bytes);
-  };
-  std::vector<uint8_t> q4k_copy;
   for (const PlanWeight& w : plan_.weights) {
     absl::StatusOr<WeightBytes> src = source(w.name);
     if (!src.ok()) return src.status();
@@ -341,16 +303,6 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
     }
     if (bytes.size() != p.size) return absl::InternalError(absl::StrCat("weight '", w.name, "': size changed in repack"));
     if (absl::Status s = write(p.offset, bytes.data(), bytes.size()); !s.ok()) return s;
-    if (auto copy = placed_q4k_.find(w.name); copy != placed_q4k_.end()) {
-      q4k_copy.resize(copy->second.size);
-      if (!MakeQ4KDecodeCopy(bytes, q4k_copy)) {
-        placed_q4k_.erase(copy);  // a scale past f16: its dispatches read the blocks in place
-        continue;
-      }
-      if (absl::Status s = write_to(weights_q4k_, copy->second.offset, q4k_copy.data(), q4k_copy.size()); !s.ok()) {
-        return s;
-      }
-    }
   }
   // cos/sin per (position, pair), as the CPU backend computes them.
   for (const auto& [t, p] : rope_tables_) {
@@ -372,60 +324,6 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
 bool IsF16(const PlanWeight& w) {
   absl::StatusOr<cpu::WeightStorage> s = cpu::ParseWeightStorage(w.storage);
   return s.ok() && !s->grouped && s->ggml == GgmlType::kF16;
-}
-
-bool VulkanExecutor::Affordable(VkDeviceSize bytes) const {
-  const VkDeviceSize free = dev_.device_heap_free();
-  if (options_.num_pages > 0 || options_.kv_fraction <= 0) {
-    const int64_t pages = options_.num_pages > 0
-                              ? options_.num_pages
-                              : (plan_.pool.max_tokens + plan_.pool.page_size - 1) / plan_.pool.page_size;
-    const VkDeviceSize kv = static_cast<VkDeviceSize>(pages) * plan_.pool.page_bytes();
-    return bytes + kv + static_cast<VkDeviceSize>(plan_.arena_bytes.back()) <= free / 20 * 19;
-  }
-  return bytes <= free / 4;
-}
-
-absl::Status VulkanExecutor::PlaceQ4KCopy() {
-  // Decode read q4_K's blocks in place: 144 bytes that straddle 32-byte
-  // sectors, their 6-bit scales unpacked on every read. The CUDA backend's
-  // copy of the same layout took 5% off its decode step
-  // (docs/perf/cuda-h200.md, session 37). KILN_VULKAN_Q4K_COPY=0 reads in place.
-  const char* env = getenv("KILN_VULKAN_Q4K_COPY");
-  if (env != nullptr && std::string_view(env) == "0") return absl::OkStatus();
-  std::map<std::string, Placed> placed;
-  VkDeviceSize at = 0;
-  const VkDeviceSize range = dev_.props().limits.maxStorageBufferRange;
-  for (const Dispatch& d : dispatches_) {
-    // (An artifact from a kiln without the instance reads in place.)
-    if (!DecodesOnDp4(d) || !d.planned.decode_copy_kernel ||
-        module_keys_.count(d.planned.decode_copy_kernel->Key()) == 0) {
-      continue;
-    }
-    for (const std::string& name : d.planned.weights) {
-      if (name.empty() || placed.count(name) > 0) continue;
-      const Placed& in_place = placed_weights_.at(name);
-      const VkDeviceSize bytes = static_cast<VkDeviceSize>(Q4KDecodeCopyBytes(static_cast<int64_t>(in_place.size)));
-      if (bytes > range) return absl::OkStatus();  // no copy: a binding could not hold it
-      at = (at + dev_.storage_align() - 1) / dev_.storage_align() * dev_.storage_align();
-      placed[name] = Placed{at, bytes};
-      at += bytes;
-    }
-  }
-  if (placed.empty()) return absl::OkStatus();
-  if (!Affordable(at)) {
-    q4k_copy_left_out_ = true;
-    return absl::OkStatus();
-  }
-  absl::StatusOr<Buffer> buffer = dev_.CreateBuffer(at, false, "q4_K decode copy");
-  if (!buffer.ok()) {  // decode in place then; the memory stays the KV pool's
-    q4k_copy_left_out_ = true;
-    return absl::OkStatus();
-  }
-  weights_q4k_ = *buffer;
-  placed_q4k_ = std::move(placed);
-  q4k_copy_bytes_ = static_cast<int64_t>(at);
-  return absl::OkStatus();
 }
 
 absl::Status VulkanExecutor::PlaceF16Copy() {
@@ -458,7 +356,19 @@ absl::Status VulkanExecutor::PlaceF16Copy() {
       at += bytes;
     }
   }
-  if (placed.empty() || !Affordable(at)) return absl::OkStatus();
+  if (placed.empty()) return absl::OkStatus();
+  // Memory allowing: an automatic KV pool loses at most a quarter of what it
+  // would get (as the CUDA backend's copy); an explicit one must fit beside
+  // it in 95% of the memory left.
+  const VkDeviceSize free = dev_.device_heap_free();
+  bool fits = at <= free / 4;
+  if (options_.num_pages > 0 || options_.kv_fraction <= 0) {
+    const int64_t pages = options_.num_pages > 0 ? options_.num_pages
+                                                 : (plan_.pool.max_tokens + plan_.pool.page_size - 1) / plan_.pool.page_size;
+    const VkDeviceSize kv = static_cast<VkDeviceSize>(pages) * plan_.pool.page_bytes();
+    fits = at + kv + static_cast<VkDeviceSize>(plan_.arena_bytes.back()) <= free / 20 * 19;
+  }
+  if (!fits) return absl::OkStatus();
   absl::StatusOr<Buffer> buffer = dev_.CreateBuffer(at, false, "f16 weight copy");
   if (!buffer.ok()) return absl::OkStatus();  // the decoding kernel then; the memory stays the KV pool's
   weights_f16_ = *buffer;
@@ -507,16 +417,9 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
     if (!p.ok()) return p.status();
     d.pipeline = *p;
     if (d.planned.decode_kernel) {
-      // DP4 stages its codes four lanes a group (subgroup shuffles); on the
-      // decode copies where every weight of the launch has one.
-      const bool dp4 = DecodesOnDp4(d);
-      d.decode_copy = dp4 && d.planned.decode_copy_kernel && !placed_q4k_.empty();
-      for (const std::string& name : d.planned.weights) {
-        d.decode_copy = d.decode_copy && (name.empty() || placed_q4k_.count(name) > 0);
-      }
-      absl::StatusOr<VkPipeline> decode = pipeline_for(d.decode_copy ? *d.planned.decode_copy_kernel
-                                                       : dp4         ? *d.planned.decode_dp4_kernel
-                                                                     : *d.planned.decode_kernel);
+      // DP4 stages its codes four lanes a group (subgroup shuffles).
+      const bool dp4 = dev_.has_integer_dot() && dev_.shuffle_width() >= 4 && d.planned.decode_dp4_kernel;
+      absl::StatusOr<VkPipeline> decode = pipeline_for(dp4 ? *d.planned.decode_dp4_kernel : *d.planned.decode_kernel);
       if (!decode.ok()) return decode.status();
       d.decode_pipeline = *decode;
       d.decode_reads_16_bytes = dp4;
@@ -634,17 +537,14 @@ absl::Status VulkanExecutor::MakeF16Copy() {
 
 absl::Status VulkanExecutor::WriteDescriptorSets() {
   uint32_t sets = static_cast<uint32_t>(dispatches_.size());
-  for (const Dispatch& d : dispatches_) sets += (d.tiled_f16 ? 1 : 0) + (d.decode_copy ? 1 : 0);
+  for (const Dispatch& d : dispatches_) sets += d.tiled_f16 ? 1 : 0;
   absl::StatusOr<VkDescriptorPool> pool = dev_.CreateDescriptorPool(sets, 8);
   if (!pool.ok()) return pool.status();
   descriptor_pool_ = *pool;
   const int64_t layer_bytes = 2 * kv_half_elements_ * plan_.pool.element_bytes();
-  // The weight slots on the in-place weights, on the f16 copies (the prefill
-  // variant of tiled_f16 dispatches) or on the q4_K decode copies (the decode
-  // variant of decode_copy dispatches).
-  enum class Slots { kInPlace, kF16Copy, kQ4KCopy };
-  auto write_set = [&](const Dispatch& d, Slots slots, VkDescriptorSet* set) -> absl::Status {
-    const bool f16 = slots == Slots::kF16Copy;
+  // f16: the set of tiled_f16 dispatches' prefill variant (weight slots on
+  // the f16 copies).
+  auto write_set = [&](const Dispatch& d, bool f16, VkDescriptorSet* set) -> absl::Status {
     absl::StatusOr<VkDescriptorSet> allocated = dev_.AllocateDescriptorSet(descriptor_pool_, set_layout_);
     if (!allocated.ok()) return allocated.status();
     *set = *allocated;
@@ -653,16 +553,10 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
     if (d.planned.uses_partials) info[0] = VkDescriptorBufferInfo{partials_.buffer, 0, VK_WHOLE_SIZE};
     for (size_t slot = 0; slot < 3; ++slot) {
       if (d.planned.weights[slot].empty()) continue;
-      const std::string& name = d.planned.weights[slot];
-      const Placed& p = placed_weights_.at(name);
-      info[slot] = VkDescriptorBufferInfo{weights_.buffer, p.offset, (p.size + 3) / 4 * 4};
-      if (auto copy = placed_f16_.find(name); f16 && copy != placed_f16_.end()) {
-        info[slot] = VkDescriptorBufferInfo{weights_f16_.buffer, copy->second.offset, (copy->second.size + 3) / 4 * 4};
-      }
-      if (slots == Slots::kQ4KCopy) {
-        const Placed& c = placed_q4k_.at(name);
-        info[slot] = VkDescriptorBufferInfo{weights_q4k_.buffer, c.offset, c.size};
-      }
+      auto copy = placed_f16_.find(d.planned.weights[slot]);
+      const bool from_copy = f16 && copy != placed_f16_.end();
+      const Placed& p = from_copy ? copy->second : placed_weights_.at(d.planned.weights[slot]);
+      info[slot] = VkDescriptorBufferInfo{from_copy ? weights_f16_.buffer : weights_.buffer, p.offset, (p.size + 3) / 4 * 4};
     }
     if (!d.planned.vector_weight.empty()) {
       const Placed& p = placed_weights_.at(d.planned.vector_weight);
@@ -689,12 +583,9 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
     return absl::OkStatus();
   };
   for (Dispatch& d : dispatches_) {
-    if (absl::Status s = write_set(d, Slots::kInPlace, &d.set); !s.ok()) return s;
+    if (absl::Status s = write_set(d, false, &d.set); !s.ok()) return s;
     if (d.tiled_f16) {
-      if (absl::Status s = write_set(d, Slots::kF16Copy, &d.f16_set); !s.ok()) return s;
-    }
-    if (d.decode_copy) {
-      if (absl::Status s = write_set(d, Slots::kQ4KCopy, &d.decode_set); !s.ok()) return s;
+      if (absl::Status s = write_set(d, true, &d.f16_set); !s.ok()) return s;
     }
   }
   return absl::OkStatus();
@@ -923,9 +814,7 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
       dev_.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
       bound = pipeline;
     }
-    const VkDescriptorSet set = tiled_variant && d.tiled_f16      ? d.f16_set
-                                : decode_variant && d.decode_copy ? d.decode_set
-                                                                  : d.set;
+    const VkDescriptorSet set = tiled_variant && d.tiled_f16 ? d.f16_set : d.set;
     dev_.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &set, 0, nullptr);
     dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
     dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(x), static_cast<uint32_t>(y), static_cast<uint32_t>(z));

@@ -203,10 +203,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   }
   d.kernel = b.Build();
   d.decode_kernel = decode.Build();
-  if (decode_dp4) {
-    d.decode_dp4_kernel = decode_dp4->Build();
-    d.decode_copy_kernel = decode_dp4->Int("Q4K_COPY", 1).Build();
-  }
+  if (decode_dp4) d.decode_dp4_kernel = decode_dp4->Build();
   d.decode_max_bucket = kDecodeMaxBucket;
   // Rows a workgroup covers where subgroups are 32 wide (the kernel takes any
   // width: narrower ones cover more, wider ones take more rounds).

@@ -57,13 +57,6 @@ struct LaunchShape {
   static constexpr int64_t kMaxStrideGroups = 1024;
 };
 
-// q4_K's decode copy, made at load from each 144-byte block: its 128 code
-// bytes, then for each pair p of sub-blocks the f16 products d sc and dmin mn
-// of sub-blocks 2p and 2p + 1 (8 bytes): 160 bytes, five whole 32-byte
-// sectors, where the block in place straddles sectors and its 6-bit scales
-// are unpacked on every read (docs/perf/vulkan-h200.md, session 38).
-inline constexpr int64_t kQ4KCopyBlockBytes = 160;
-
 // The arena operand role of the per-token 1 / rms that a row_rms dispatch
 // writes for the normed matmul after it: a region past the plan's arena,
 // which the executor adds (one float a token of the largest bucket).
@@ -107,9 +100,6 @@ struct PlannedDispatch {
   // The decode variant on integer dot products (q4_K: activations as int8
   // codes), run instead of decode_kernel where the device has them.
   std::optional<KernelInstance> decode_dp4_kernel;
-  // decode_dp4_kernel on the weights' q4_K decode copies (Q4K_COPY, see
-  // kQ4KCopyBlockBytes), run instead of it where the executor holds them.
-  std::optional<KernelInstance> decode_copy_kernel;
   // matmul: the shared-memory tiled variant (matmul_tiled.comp) for buckets
   // of at least tiled_min_bucket tokens, tiled_tokens_per_group x
   // tiled_columns_per_group outputs per workgroup.
