@@ -9,7 +9,12 @@
 // elements through weights.glsl's WREAD4. A subgroup sum ends each row: no
 // barrier between rows, only between staged chunks where K > XCHUNK.
 //
-// Constants: K, NUM_W, N0..N2, EPILOGUE, HAS_NORM, EPS, WG, R, DP4, XF16
+// KS > 1 (launches with fewer rows than the GPU has subgroups, such as o and
+// down): KS subgroups share each R rows, each taking every KS-th lane step
+// along K, and their sums meet in shared memory, so that the rows' loads
+// are spread over KS times the subgroups.
+//
+// Constants: K, NUM_W, N0..N2, EPILOGUE, HAS_NORM, EPS, WG, R, KS, DP4, XF16
 // (1: staged as f16), XCHUNK (a multiple of 256, or K rounded up to 8 where
 // K fits), Q4K_LANES, weight slots.
 // Push constants: in0 x, in1 residual, out0..out2 results.
@@ -28,6 +33,13 @@
 #endif
 #define NREDUCE 1
 #include_reduce
+#ifndef KS
+#define KS 1
+#endif
+#if KS > 1
+// Each subgroup's R x NACC sums (room for subgroups as narrow as 4 lanes).
+shared float ks_sums_[(WG / 4) * R * NACC];
+#endif
 
 // The staged activations. For the q4_K lanes in the order the lanes read
 // them: the eight 4-element words (f32; four 8-element words in f16) of lane
@@ -277,9 +289,13 @@ void main() {
   const uint t = gl_WorkGroupID.y;
   if (t >= launch_rows()) return;  // the same for the whole workgroup
   const uint lane = gl_SubgroupInvocationID, lanes = gl_SubgroupSize;
-  const uint groups = gl_NumWorkGroups.x * gl_NumSubgroups;
+  // The subgroup's row group and its slice of the lane steps (KS subgroups a
+  // row group; fewer where the workgroup has fewer subgroups).
+  const uint ks_n = min(uint(KS), gl_NumSubgroups), row_groups = gl_NumSubgroups / ks_n;
+  const uint rg = gl_SubgroupID / ks_n, ks = gl_SubgroupID % ks_n;
+  const uint groups = gl_NumWorkGroups.x * row_groups;
   const uint rounds = (NCOLS + groups * R - 1u) / (groups * R);
-  if (gl_WorkGroupID.x * gl_NumSubgroups * R >= NCOLS) return;  // no rows in any round
+  if (gl_WorkGroupID.x * row_groups * R >= NCOLS) return;  // no rows in any round
 
   float scale = 1.0;
 #ifdef NORMED_PASSES
@@ -305,7 +321,7 @@ void main() {
 #endif
 
   for (uint round = 0u; round < rounds; ++round) {
-    const uint n0 = ((round * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_NumSubgroups + gl_SubgroupID) * R;
+    const uint n0 = ((round * gl_NumWorkGroups.x + gl_WorkGroupID.x) * row_groups + rg) * R;
     float acc[R * NACC];
     for (uint i = 0u; i < R * NACC; ++i) acc[i] = 0.0;
     for (uint k0 = 0u; k0 < K; k0 += XCHUNK) {
@@ -315,12 +331,12 @@ void main() {
         stage(t, k0, len, scale);
         barrier();
       }
-      if (n0 >= NCOLS) continue;
+      if (n0 >= NCOLS) continue;  // (no barrier until the chunk loop's next)
 #if Q4K_LANES
       // A lane step: every row's loads first, then their dots (rows past
       // NCOLS load row NCOLS - 1 and drop it; no breaks, so the words stay in
       // registers).
-      for (uint c = lane; c < len / 32u; c += lanes) {
+      for (uint c = lane + ks * lanes; c < len / 32u; c += lanes * ks_n) {
         const uint gc = k0 / 32u + c;
         uvec4 head_of[R][NACC], codes_of[R][NACC];
         for (uint r = 0u; r < R; ++r) {
@@ -365,7 +381,7 @@ void main() {
       }
 #else
       // Four k a lane step, then the K % 4 tail one at a time.
-      for (uint e = 4u * lane; e + 4u <= len; e += 4u * lanes) {
+      for (uint e = 4u * (lane + ks * lanes); e + 4u <= len; e += 4u * lanes * ks_n) {
         const vec4 xs = x4(e);
         for (uint r = 0u; r < R; ++r) {
           const uint n = n0 + r;
@@ -377,7 +393,7 @@ void main() {
 #endif
         }
       }
-      for (uint e = (len / 4u) * 4u + lane; e < len; e += lanes) {
+      for (uint e = (len / 4u) * 4u + lane; ks == 0u && e < len; e += lanes) {
         const float xs = x1(e);
         for (uint r = 0u; r < R; ++r) {
           const uint n = n0 + r;
@@ -391,8 +407,24 @@ void main() {
       }
 #endif
     }
+#if KS > 1
+    // Every subgroup reaches these barriers (rounds is the workgroup's).
+    for (uint i = 0u; i < R * NACC; ++i) acc[i] = subgroupAdd(acc[i]);
+    if (subgroupElect()) {
+      for (uint i = 0u; i < R * NACC; ++i) ks_sums_[gl_SubgroupID * R * NACC + i] = acc[i];
+    }
+    barrier();
+    for (uint i = 0u; i < R * NACC; ++i) {
+      float s = 0.0;
+      for (uint j = 0u; j < ks_n; ++j) s += ks_sums_[(rg * ks_n + j) * R * NACC + i];
+      acc[i] = s;
+    }
+    barrier();  // read before the next round's sums
+    if (n0 >= NCOLS || ks != 0u) continue;
+#else
     if (n0 >= NCOLS) continue;
     for (uint i = 0u; i < R * NACC; ++i) acc[i] = subgroupAdd(acc[i]);
+#endif
     if (subgroupElect()) {
       for (uint r = 0u; r < R; ++r) {
         const uint n = n0 + r;

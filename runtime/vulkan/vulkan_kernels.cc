@@ -172,8 +172,18 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   // silu_mul's two weights: R = 2 (gate/up 32.5 -> 31.4 us a layer on the
   // H200, session 20).
   const int64_t decode_rows = epi == 1 ? 2 : 4;
+  // K slices (KS subgroups share R rows, each every KS-th lane step) where a
+  // launch's rows would leave subgroups of 4 workgroups on each of an H200's
+  // 132 SMs idle and each would walk K in several dependent lane steps: o
+  // (KS 4) and qkv (KS 2), decode +4.6% on an H100 (docs/perf/vulkan-h200.md,
+  // session 38). Not down (K = 14336): it lost with them in session 19.
+  constexpr int64_t kDecodeRowSlots = 132 * kDecodeGroupsPerUnit * (kDecodeWorkgroup / 32) * 4;
+  int64_t ks = 1;
+  while (epi != 1 && k <= 8192 && ks < 8 && columns * ks * 2 <= kDecodeRowSlots && k / (32 * 32) >= ks * 2) {
+    ks *= 2;
+  }
   InstanceBuilder decode = b.Variant("matmul_decode", kDecodeWorkgroup);
-  decode.Int("R", decode_rows);
+  decode.Int("R", decode_rows).Int("KS", ks);
   // q4_K on integer dot products: int8 codes, a scale per 32 and a sum per
   // 16 (22 KB for 16384 elements).
   constexpr int64_t kDecodeStagedInt8 = 16384;
@@ -207,7 +217,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   d.decode_max_bucket = kDecodeMaxBucket;
   // Rows a workgroup covers where subgroups are 32 wide (the kernel takes any
   // width: narrower ones cover more, wider ones take more rounds).
-  d.decode_columns_per_group = decode_rows * kDecodeWorkgroup / 32;
+  d.decode_columns_per_group = decode_rows * kDecodeWorkgroup / 32 / ks;
   d.decode_groups_per_unit = kDecodeGroupsPerUnit;
   d.tiled_kernel = tiled.Build();
   d.tiled_min_bucket = kTiledMinBucket;
