@@ -10,9 +10,9 @@
 // barrier between rows, only between staged chunks where K > XCHUNK.
 //
 // KS > 1 (launches with fewer rows than the GPU has subgroups, such as o and
-// down): KS subgroups share each R rows, each taking every KS-th lane step
+// qkv): KS subgroups share each R rows, each taking every KS-th lane step
 // along K, and their sums meet in shared memory, so that the rows' loads
-// are spread over KS times the subgroups.
+// are spread over KS times the subgroups and each waits on fewer in a row.
 //
 // Constants: K, NUM_W, N0..N2, EPILOGUE, HAS_NORM, EPS, WG, R, KS, DP4, XF16
 // (1: staged as f16), XCHUNK (a multiple of 256, or K rounded up to 8 where
