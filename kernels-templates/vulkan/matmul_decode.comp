@@ -33,9 +33,6 @@
 #endif
 #define NREDUCE 1
 #include_reduce
-#ifndef KS
-#define KS 1
-#endif
 #if KS > 1
 // Each subgroup's R x NACC sums (room for subgroups as narrow as 4 lanes).
 shared float ks_sums_[(WG / 4) * R * NACC];

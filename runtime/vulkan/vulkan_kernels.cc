@@ -177,9 +177,9 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   // 132 SMs idle and each would walk K in several dependent lane steps: o
   // (KS 4) and qkv (KS 2), decode +4.6% on an H100 (docs/perf/vulkan-h200.md,
   // session 38). Not down (K = 14336): it lost with them in session 19.
-  constexpr int64_t kDecodeRowSlots = 132 * kDecodeGroupsPerUnit * (kDecodeWorkgroup / 32) * 4;
+  const int64_t row_slots = 132 * kDecodeGroupsPerUnit * (kDecodeWorkgroup / 32) * decode_rows;
   int64_t ks = 1;
-  while (epi != 1 && k <= 8192 && ks < 8 && columns * ks * 2 <= kDecodeRowSlots && k / (32 * 32) >= ks * 2) {
+  while (epi != 1 && k <= 8192 && ks < 8 && columns * ks * 2 <= row_slots && k / (32 * 32) >= ks * 2) {
     ks *= 2;
   }
   InstanceBuilder decode = b.Variant("matmul_decode", kDecodeWorkgroup);
