@@ -81,8 +81,7 @@ class CudaExecutor final : public Executor {
   std::optional<double> DeviceWaitCpuSeconds() const override { return wait_cpu_seconds_; }
   std::string Describe() const override {
     std::string d = absl::StrFormat("cuda (%s, sm_%d, %d SMs", context_->name(), context_->sm(), context_->multiprocessors());
-    if (table_bytes_ > 0)
-      absl::StrAppendFormat(&d, "; q4_K scale tables with codes: %.2f GiB", table_bytes_ / 1073741824.0);
+    if (table_bytes_ > 0) absl::StrAppendFormat(&d, "; q4_K decode copies: %.2f GiB", table_bytes_ / 1073741824.0);
     if (tables_left_out_) absl::StrAppend(&d, "; q4_K decode copies left out for memory");
     if (!tile_int8_) absl::StrAppend(&d, "; q4_K steps of 2-63 tokens on matmul_tile_tc_kernel");
     if (resident_f16_bytes_ > 0) {

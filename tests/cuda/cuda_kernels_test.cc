@@ -513,7 +513,7 @@ TEST_F(CudaKernels, ResidentF16WeightsMatchDecodingPerStep) {
   }
 }
 
-// q4_K's CUDA-core matmuls read scale tables made at load (LaneQ4_KTable)
+// q4_K's CUDA-core matmuls read decode copies made at load (LaneQ4_KTable)
 // unless KILN_CUDA_Q4K_TABLE=0 (the blocks' headers, LaneQ4_K): both
 // against the CPU, and against each other within the f16 rounding of the
 // table's products, for three fused weights, silu_mul and a plain matmul
@@ -538,7 +538,7 @@ TEST_F(CudaKernels, Q4KScaleTablesAgreeWithTheHeaders) {
     for (const Region& r : regions) {
       absl::StatusOr<std::unique_ptr<Executor>> gpu = Gpu(b, r);
       ASSERT_TRUE(gpu.ok()) << gpu.status();
-      EXPECT_EQ((*gpu)->Describe().find("q4_K scale tables") != std::string::npos, std::string(tables) == "1")
+      EXPECT_EQ((*gpu)->Describe().find("q4_K decode copies: ") != std::string::npos, std::string(tables) == "1")
           << (*gpu)->Describe();
       for (const StepBatch& batch : batches) {
         absl::StatusOr<std::span<const float>> got = (*gpu)->Step(batch);
@@ -558,7 +558,7 @@ TEST_F(CudaKernels, Q4KScaleTablesAgreeWithTheHeaders) {
 
 // A 24 x 512 q4_K matmul of weights ~ N(mean, scale) over steps of 1, 2
 // and 7 tokens against the CPU; then whether the CUDA executor kept the
-// scale tables and left the int8 tile kernel (what Describe() says).
+// decode copies and left the int8 tile kernel (what Describe() says).
 class CudaQ4KRange : public CudaKernels {
  protected:
   void ExpectFallbacks(uint32_t seed, float scale, float mean, bool tables_stay) {
@@ -572,7 +572,7 @@ class CudaQ4KRange : public CudaKernels {
     absl::StatusOr<std::unique_ptr<Executor>> gpu = Gpu(b, {r, kN, "matmul"});
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     const std::string d = (*gpu)->Describe();
-    EXPECT_EQ(d.find("q4_K scale tables") != std::string::npos, tables_stay) << d;
+    EXPECT_EQ(d.find("q4_K decode copies: ") != std::string::npos, tables_stay) << d;
     EXPECT_NE(d.find("q4_K steps of 2-63 tokens on matmul_tile_tc_kernel"), std::string::npos) << d;
   }
 };
