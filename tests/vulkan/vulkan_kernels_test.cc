@@ -212,6 +212,34 @@ TEST(VulkanKernels, DecodeMatmulStagesLongRowsAsF16) {
                     kInt8ActivationsTolerance);
 }
 
+// The int8 staging's rounding, where it leans one way: every activation
+// sits 0.4 of its group's step above a code (one element a group at 127
+// steps sets the step), so each 16 codes' sum misses 6.4 steps. The DP4
+// lane's offset (8 (sum x - step sum codes)) puts those back: on lavapipe
+// the result is off by 1.5-1.8% with it (what stays is the codes' error
+// times the nibbles' mean of -0.5, one way too), 19-22% without it and
+// 40-46% with its sign turned.
+TEST(VulkanKernels, Q4KDecodeOffsetsCodesRoundedOneWay) {
+  constexpr int64_t k = 512, n = 64, vocab = 3;
+  TestPlan tp;
+  std::vector<float> table(vocab * k);
+  std::uniform_int_distribution<int> code(-100, 100);
+  std::uniform_real_distribution<float> step(0.001f, 0.01f);
+  for (int64_t g = 0; g < vocab * k / 32; ++g) {
+    const float d = step(tp.rng());
+    table[g * 32] = 127.0f * d;
+    for (int64_t i = 1; i < 32; ++i) table[g * 32 + i] = d * (static_cast<float>(code(tp.rng())) + 0.4f);
+  }
+  const int64_t x = tp.Embed("emb", vocab, k, table);
+  tp.Weight("w", "q4_K", {n, k});
+  const int64_t y = tp.Region(n);
+  tp.Launch("matmul.q4_K", {tp.ArenaBinding("input", x), TestPlan::WeightBinding("weight", "w"), tp.ArenaBinding("result", y)},
+            absl::StrCat("\"k\":", k, ",\"n\":", n));
+  const std::vector<StepBatch> steps = {MakeBatch({{0, 1}}, 2, vocab, tp.rng()),
+                                        MakeBatch({{1, 1}, {0, 1}}, 2, vocab, tp.rng())};
+  ExpectSameOutputs(tp, y, n, steps, 4, "q4_K codes rounded one way", kTolerance, 5e-2);
+}
+
 // The q4_K decode of devices without integer dot products (f32 lanes,
 // activations in f32 or, past 7168 elements, f16), forced where the device
 // has them.

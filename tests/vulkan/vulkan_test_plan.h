@@ -32,6 +32,13 @@ class TestPlan {
     std::vector<float> v(rows * cols);
     std::uniform_real_distribution<float> dist(-scale, scale);
     for (float& x : v) x = dist(rng_);
+    return Weight(name, storage, std::move(shape), v);
+  }
+  // The same with the values given (rows x cols, row-major).
+  std::string Weight(const std::string& name, const std::string& storage, std::vector<int64_t> shape,
+                     const std::vector<float>& v) {
+    const int64_t rows = shape.size() == 2 ? shape[0] : 1, cols = shape.back();
+    EXPECT_EQ(static_cast<int64_t>(v.size()), rows * cols) << name;
     absl::StatusOr<cpu::WeightStorage> s = cpu::ParseWeightStorage(shape.size() == 1 ? "f32" : storage);
     EXPECT_TRUE(s.ok()) << s.status();
     absl::StatusOr<std::vector<uint8_t>> bytes =
@@ -65,9 +72,14 @@ class TestPlan {
     launches_.push_back(absl::StrCat("{\"kernel\":\"", kernel, "\",\"bindings\":[", absl::StrJoin(bindings, ","),
                                      "],\"constants\":{", constants, "}}"));
   }
-  // An f32 embedding table of `width` columns and its lookup into a new region.
-  int64_t Embed(const std::string& table, int64_t vocab, int64_t width) {
-    Weight(table, "f32", {vocab, width});
+  // An f32 embedding table of `width` columns (random, or `values`) and its
+  // lookup into a new region.
+  int64_t Embed(const std::string& table, int64_t vocab, int64_t width, const std::vector<float>& values = {}) {
+    if (values.empty()) {
+      Weight(table, "f32", {vocab, width});
+    } else {
+      Weight(table, "f32", {vocab, width}, values);
+    }
     const int64_t r = Region(width);
     Launch("embedding.f32", {WeightBinding("table", table), InputBinding("tokens"), ArenaBinding("result", r)},
            absl::StrCat("\"vocab\":", vocab, ",\"width\":", width));
