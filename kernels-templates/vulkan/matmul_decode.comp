@@ -53,21 +53,30 @@ shared float ks_sums_[(WG / 4) * R * NACC];
 // Integer dot products (the q4_K lanes where the device has them): the
 // activations as int8 codes, 32 to a scale (one q4_K sub-block), in the
 // lanes' order as above (lane chunk c's 16 low-nibble codes and 16
-// high-nibble codes 32 words apart); each group's scale and each 16
-// activations' f32 sum (for the blocks' minima).
+// high-nibble codes 32 words apart); each group's scale; each 16
+// activations' f32 sum (for the blocks' minima) and offset (below).
 shared uvec4 xq_[XSTAGED / 16];
 shared float xd_[XSTAGED / 32];
 shared float xsum_[XSTAGED / 16];
+shared float xoff_[XSTAGED / 16];
 
-// OpSDotKHR, 4 x 8-bit packed: the sum of the products of a's and b's signed bytes.
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
-int sdot4(uint a, uint b, spirv_literal int packed_4x8_bit);
-// The dot of 16 codes x with 16 nibbles (bits 0-3 of q's bytes, the rest
-// zero) taken as q - 8: centred, the codes' rounding errors meet factors of
-// at most 8 (the 8 sum x it leaves is added exactly, from the f32 sums).
+// OpSUDotKHR, 4 x 8-bit packed: the sum of the products of a's signed bytes
+// and b's unsigned bytes.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4452)
+int sudot4(uint a, uint b, spirv_literal int packed_4x8_bit);
+// Small integers as f32 by their bits, not by conversion instructions (a
+// quarter of the float rate on NVIDIA): v < 2^23, |i| < 2^22.
+float u2f(uint v) { return uintBitsToFloat(0x4B000000u | v) - 8388608.0; }
+float i2f(int i) { return uintBitsToFloat(uint(0x4B400000 + i)) - 12582912.0; }
+// The dot of 16 codes x with q's 16 bytes: nibbles in bits 0-3 (or 4-7, for
+// 16 times their dot), the rest zero. The weights are nibbles - 8: centred,
+// the codes' rounding errors meet factors of at most 8. So a lane takes
+// dx dot(x, q) + off, where the staging's off = 8 (sum x - dx sum codes)
+// holds the centring's -8 dx sum codes (exact in integers) and the 8 sum x
+// it leaves (from the f32 sums): the sum of dx dot(x, q - 8) + 8 sum x,
+// without re-centring every row's nibbles.
 int dot16(uvec4 x, uvec4 q) {
-  const uvec4 c = (q + 0x78787878u) ^ 0x80808080u;  // bytewise q - 8, no carries
-  return sdot4(x.x, c.x, 0) + sdot4(x.y, c.y, 0) + sdot4(x.z, c.z, 0) + sdot4(x.w, c.w, 0);
+  return sudot4(x.x, q.x, 0) + sudot4(x.y, q.y, 0) + sudot4(x.z, q.z, 0) + sudot4(x.w, q.w, 0);
 }
 #elif XF16
 #define XPER 8u
@@ -199,11 +208,16 @@ void stage_eight(uint e, vec4 lo, vec4 hi) {
   const uint w1 = bh.x | (bh.y << 8) | (bh.z << 16) | (bh.w << 24);
   float sum = dot(lo + hi, vec4(1.0));
   sum += subgroupShuffleXor(sum, 1u);  // the 16 of this half of the group
+  int codes = ql.x + ql.y + ql.z + ql.w + qh.x + qh.y + qh.z + qh.w;
+  codes += subgroupShuffleXor(codes, 1u);
   const uint sb = g % 8u, high = sb % 2u, c = (g / 8u) * 8u + sb - high + j / 2u;
   const uint word = (c / 32u) * 64u + high * 32u + c % 32u, comp = 2u * (j % 2u);
   xq_[word][comp] = w0;
   xq_[word][comp + 1u] = w1;
-  if (j % 2u == 0u) xsum_[2u * c + high] = sum;
+  if (j % 2u == 0u) {
+    xsum_[2u * c + high] = sum;
+    xoff_[2u * c + high] = 8.0 * (sum - amax / 127.0 * float(codes));
+  }
   if (j == 0u) xd_[g] = amax / 127.0;
 }
 
@@ -349,21 +363,24 @@ void main() {
 #if DP4
         const uvec4 xl = xq_[(c / 32u) * 64u + c % 32u], xh = xq_[(c / 32u) * 64u + 32u + c % 32u];
         const uint g = (c / 8u) * 8u + 2u * ((c % 8u) / 2u);
-        const float dx_lo = xd_[g], dx_hi = xd_[g + 1u], sum_lo = xsum_[2u * c], sum_hi = xsum_[2u * c + 1u];
-        const uint s = 2u * ((c % 8u) / 2u);
+        // dx_hi / 16: the high nibbles' dot is taken in place (16 times).
+        const float dx_lo = xd_[g], dx_hi = xd_[g + 1u] / 16.0, sum_lo = xsum_[2u * c], sum_hi = xsum_[2u * c + 1u];
+        const float off_lo = xoff_[2u * c], off_hi = xoff_[2u * c + 1u];
+        // Sub-blocks s and s + 1's 6-bit scales and mins as byte pairs
+        // (q4k_scale_min's fields, both sub-blocks at once): bytes s, s + 1 of
+        // the scale words, shifted by the same 8 (s % 4) for every row.
+        const uint s = 2u * ((c % 8u) / 2u), sh = 8u * (s % 4u);
+        const bool low = s < 4u;
         for (uint r = 0u; r < R; ++r) {
           for (uint w = 0u; w < NACC; ++w) {
             const uvec4 head = head_of[r][w], q = codes_of[r][w];
             const vec2 dm = unpackHalf2x16(head.x);
-            float sc[2], mn[2];
-            for (uint i = 0u; i < 2u; ++i) {
-              const vec2 sm = q4k_scale_min(head.y, head.z, head.w, s + i);
-              sc[i] = sm.x;
-              mn[i] = sm.y;
-            }
-            const int lo = dot16(xl, q & 0x0F0F0F0Fu), hi = dot16(xh, (q >> 4) & 0x0F0F0F0Fu);
-            acc[r * NACC + w] += dm.x * (sc[0] * (dx_lo * float(lo) + 8.0 * sum_lo) + sc[1] * (dx_hi * float(hi) + 8.0 * sum_hi)) -
-                                 dm.y * (mn[0] * sum_lo + mn[1] * sum_hi);
+            const uint y = head.y >> sh, z = head.z >> sh, v = head.w >> sh;
+            const uint scs = low ? y & 0x3F3Fu : (v & 0x0F0Fu) | ((y >> 2) & 0x3030u);
+            const uint mns = low ? z & 0x3F3Fu : ((v >> 4) & 0x0F0Fu) | ((z >> 2) & 0x3030u);
+            const int lo = dot16(xl, q & 0x0F0F0F0Fu), hi = dot16(xh, q & 0xF0F0F0F0u);
+            acc[r * NACC + w] += dm.x * (u2f(scs & 0xFFu) * (dx_lo * i2f(lo) + off_lo) + u2f(scs >> 8) * (dx_hi * i2f(hi) + off_hi)) -
+                                 dm.y * (u2f(mns & 0xFFu) * sum_lo + u2f(mns >> 8) * sum_hi);
           }
         }
 #else

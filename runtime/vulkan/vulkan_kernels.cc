@@ -184,8 +184,8 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   }
   InstanceBuilder decode = b.Variant("matmul_decode", kDecodeWorkgroup);
   decode.Int("R", decode_rows).Int("KS", ks);
-  // q4_K on integer dot products: int8 codes, a scale per 32 and a sum per
-  // 16 (22 KB for 16384 elements).
+  // q4_K on integer dot products: int8 codes, a scale per 32, a sum and an
+  // offset per 16 (26 KB for 16384 elements).
   constexpr int64_t kDecodeStagedInt8 = 16384;
   std::optional<InstanceBuilder> decode_dp4;
   if (all_q4k) {
