@@ -86,10 +86,11 @@ const std::vector<StorageCase>& Storages() {
   return cases;
 }
 
-// An embedding of `vocab` rows of width k feeding a matmul of n rows of
-// `storage`; returns the result's region.
-int64_t AddMatmul(TestPlan& tp, const std::string& storage, int64_t k, int64_t n, int64_t vocab) {
-  const int64_t x = tp.Embed("emb", vocab, k);
+// An embedding of `vocab` rows of width k (random, or `table`) feeding a
+// matmul of n rows of `storage`; returns the result's region.
+int64_t AddMatmul(TestPlan& tp, const std::string& storage, int64_t k, int64_t n, int64_t vocab,
+                  const std::vector<float>& table = {}) {
+  const int64_t x = tp.Embed("emb", vocab, k, table);
   tp.Weight("w", storage, {n, k});
   const int64_t y = tp.Region(n);
   tp.Launch("matmul." + storage,
@@ -230,11 +231,7 @@ TEST(VulkanKernels, Q4KDecodeOffsetsCodesRoundedOneWay) {
     table[g * 32] = 127.0f * d;
     for (int64_t i = 1; i < 32; ++i) table[g * 32 + i] = d * (static_cast<float>(code(tp.rng())) + 0.4f);
   }
-  const int64_t x = tp.Embed("emb", vocab, k, table);
-  tp.Weight("w", "q4_K", {n, k});
-  const int64_t y = tp.Region(n);
-  tp.Launch("matmul.q4_K", {tp.ArenaBinding("input", x), TestPlan::WeightBinding("weight", "w"), tp.ArenaBinding("result", y)},
-            absl::StrCat("\"k\":", k, ",\"n\":", n));
+  const int64_t y = AddMatmul(tp, "q4_K", k, n, vocab, table);
   const std::vector<StepBatch> steps = {MakeBatch({{0, 1}}, 2, vocab, tp.rng()),
                                         MakeBatch({{1, 1}, {0, 1}}, 2, vocab, tp.rng())};
   ExpectSameOutputs(tp, y, n, steps, 4, "q4_K codes rounded one way", kTolerance, 5e-2);
