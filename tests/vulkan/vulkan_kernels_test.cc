@@ -528,6 +528,16 @@ TEST(VulkanKernels, ArgmaxFirstOfEqualMaxima) {
     ExpectSameOutputs(tp, r, 1, {MakeBatch({{0, 8}}, 2, vocab, tp.rng())}, 4,
                       absl::StrCat("argmax ", storage, " ", width), kExact);
   }
+  // Equal maxima in one thread's stride: indices 5 and 4101 fall to the same
+  // thread for any power-of-two workgroup up to 4096, which keeps the first.
+  TestPlan tp;
+  const int64_t vocab = 2, width = 8192;
+  std::vector<float> table(vocab * width, 0.0f);
+  for (int64_t row = 0; row < vocab; ++row) table[row * width + 5] = table[row * width + 4101] = 1.0f;
+  const int64_t x = tp.Embed("emb", vocab, width, table);
+  const int64_t r = tp.Region(1);
+  tp.Launch("argmax", {tp.ArenaBinding("input", x), tp.ArenaBinding("result", r)}, absl::StrCat("\"width\":", width));
+  ExpectSameOutputs(tp, r, 1, {MakeBatch({{0, 2}}, 2, vocab, tp.rng())}, 4, "argmax of maxima in one thread", kExact);
 }
 
 TEST(VulkanKernels, RopeStylesAndPartialRotation) {
