@@ -153,6 +153,11 @@ absl::Status KvPageManager::Truncate(SeqId seq, int64_t new_token_count) {
     return absl::InvalidArgumentError(
         absl::StrCat("Truncate to ", new_token_count, " tokens, have ", s.tokens));
   }
+  if (new_token_count % page_size_ != 0 && new_token_count / page_size_ < static_cast<int64_t>(s.chain.size())) {
+    return absl::FailedPreconditionError(absl::StrCat("Truncate of sequence ", seq, " to ", new_token_count,
+                                                      " tokens cuts into committed page ",
+                                                      new_token_count / page_size_));
+  }
   const int64_t keep = PagesFor(new_token_count);
   for (int64_t i = static_cast<int64_t>(s.pages.size()) - 1; i >= keep; --i) Release(s.pages[i]);
   seq_pages_ -= static_cast<int64_t>(s.pages.size()) - keep;
@@ -174,54 +179,6 @@ absl::Status KvPageManager::Free(SeqId seq) {
   seq_tokens_ -= s.tokens;
   seqs_.erase(it);
   return absl::OkStatus();
-}
-
-absl::Status KvPageManager::Fork(SeqId parent, SeqId child) {
-  auto it = seqs_.find(parent);
-  if (it == seqs_.end()) return absl::NotFoundError(absl::StrCat("no sequence ", parent));
-  if (seqs_.contains(child)) return absl::AlreadyExistsError(absl::StrCat("sequence ", child, " exists"));
-  Sequence copy = it->second;  // before inserting: the insert may rehash
-  for (int32_t p : copy.pages) Acquire(p);
-  seq_pages_ += static_cast<int64_t>(copy.pages.size());
-  seq_tokens_ += copy.tokens;
-  seqs_.emplace(child, std::move(copy));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<PageCopy>> KvPageManager::PrepareWrite(SeqId seq, int64_t first_position,
-                                                                  int64_t count) {
-  auto it = seqs_.find(seq);
-  if (it == seqs_.end()) return absl::NotFoundError(absl::StrCat("no sequence ", seq));
-  Sequence& s = it->second;
-  if (first_position < 0 || count < 0 || first_position + count > s.tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("write of [", first_position, ", ",
-                                                   first_position + count, ") outside the ",
-                                                   s.tokens, " tokens of sequence ", seq));
-  }
-  std::vector<PageCopy> copies;
-  if (count == 0) return copies;
-  const int64_t first_page = first_position / page_size_;
-  const int64_t end_page = PagesFor(first_position + count);
-  int64_t shared = 0;
-  for (int64_t i = first_page; i < end_page; ++i) shared += pages_[s.pages[i]].refcount > 1;
-  if (shared > AvailablePages()) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("KV pages: copy-on-write needs ", shared, ", ", AvailablePages(), " available"));
-  }
-  // The prefix keys from the first written page on no longer describe it.
-  s.chain.resize(std::min<size_t>(s.chain.size(), first_page));
-  for (int64_t i = first_page; i < end_page; ++i) {
-    const int32_t old = s.pages[i];
-    if (pages_[old].refcount > 1) {
-      const int32_t fresh = TakePage();
-      copies.push_back({old, fresh});
-      Release(old);
-      s.pages[i] = fresh;
-    } else if (pages_[old].registered) {
-      Unregister(old);
-    }
-  }
-  return copies;
 }
 
 // ---- prefix caching --------------------------------------------------------

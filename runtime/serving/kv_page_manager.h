@@ -1,10 +1,11 @@
 // Owns the KV pages of the page pool (runtime/cpu/attention.h) for many
-// sequences: one block table per sequence, reference counts with
-// copy-on-write for forked sequences, and prefix caching of full pages.
+// sequences: one block table per sequence, reference counts, and prefix
+// caching of full pages.
 //
-// The manager never touches KV memory. It hands out page ids; when a sequence
-// must stop sharing a page before writing into it, PrepareWrite returns the
-// page copies the caller performs on the pool before the step runs.
+// The manager never touches KV memory; it hands out page ids. A sequence
+// writes only past its committed pages (CommitFullPages), into pages it owns
+// alone: shared pages are whole prefix pages, and Truncate refuses to cut
+// into a committed page, so no page is ever copied.
 //
 // Every page is in exactly one of three states:
 //   used:   refcount > 0 (in some block table, maybe several),
@@ -32,13 +33,6 @@
 #include "absl/status/statusor.h"
 
 namespace kiln {
-
-// Copy page `src` of the pool onto page `dst` (every layer, K and V).
-struct PageCopy {
-  int32_t src = 0;
-  int32_t dst = 0;
-  bool operator==(const PageCopy&) const = default;
-};
 
 struct PrefixMatch {
   int64_t tokens = 0;           // leading tokens cached (whole pages)
@@ -83,20 +77,11 @@ class KvPageManager {
   // Room for `new_token_count` >= the current count: appends pages.
   absl::Status Grow(SeqId seq, int64_t new_token_count);
   // Drops tokens from the end (rejected speculative tokens): releases the
-  // pages past the new count.
+  // pages past the new count. FailedPrecondition where the new count ends
+  // inside a committed page (its next writes would change a cached prefix).
   absl::Status Truncate(SeqId seq, int64_t new_token_count);
   // Releases the sequence's pages (refcount--); full prefix pages stay cached.
   absl::Status Free(SeqId seq);
-
-  // `child` (new) shares all of `parent`'s pages and its token count.
-  absl::Status Fork(SeqId parent, SeqId child);
-  // Before the sequence writes positions [first_position, first_position +
-  // count) (all < its token count): gives it a private copy of every shared
-  // page in that range and returns the copies the caller must do on the pool
-  // first. A page it owns alone that is registered as a prefix page is
-  // unregistered instead (its content is about to change).
-  absl::StatusOr<std::vector<PageCopy>> PrepareWrite(SeqId seq, int64_t first_position,
-                                                     int64_t count);
 
   // The leading whole pages of `tokens` already cached. Does not change
   // anything (nor the statistics).

@@ -1,7 +1,7 @@
 // The KV page manager: exact page counts, refusal without side effects,
-// fork and copy-on-write, prefix caching (with collisions forced), LRU
-// eviction, the waste metric, and a randomized run against a reference that
-// simulates the pool's contents.
+// truncation that never cuts into a committed page, prefix caching (with
+// collisions forced), LRU eviction, the waste metric, and a randomized run
+// against a reference that simulates the pool's contents.
 #include "runtime/serving/kv_page_manager.h"
 
 #include "runtime/executor/executor.h"
@@ -102,62 +102,6 @@ TEST(KvPageManagerTest, OutOfPagesLeavesStateUnchanged) {
   // Exactly enough works.
   ASSERT_TRUE(m.Grow(1, 16).ok());
   EXPECT_EQ(m.AvailablePages(), 0);
-  // Copy-on-write that cannot get a page refuses too.
-  KvPageManager c(3, 4);
-  ASSERT_TRUE(c.Allocate(1, 6).ok());
-  ASSERT_TRUE(c.Fork(1, 2).ok());
-  ASSERT_TRUE(c.Allocate(3, 1).ok());  // the last page
-  const Pages f1 = Table(c, 1), f2 = Table(c, 2);
-  EXPECT_TRUE(absl::IsResourceExhausted(c.PrepareWrite(2, 5, 1).status()));
-  EXPECT_EQ(Table(c, 1), f1);
-  EXPECT_EQ(Table(c, 2), f2);
-  EXPECT_EQ(c.RefCount(f1[1]), 2);
-  ExpectOk(c);
-}
-
-TEST(KvPageManagerTest, ForkAndCopyOnWrite) {
-  KvPageManager m(8, 4);
-  ASSERT_TRUE(m.Allocate(1, 6).ok());  // pages A (full), B (2 of 4)
-  const Pages parent = Table(m, 1);
-  ASSERT_TRUE(m.Fork(1, 2).ok());
-  EXPECT_EQ(Table(m, 2), parent);
-  EXPECT_EQ(m.NumTokens(2), 6);
-  EXPECT_EQ(m.RefCount(parent[0]), 2);
-  EXPECT_EQ(m.RefCount(parent[1]), 2);
-  EXPECT_EQ(m.Stats().used_pages, 2);
-  // The child appends a token into the shared partial page: it gets a copy.
-  ASSERT_TRUE(m.Grow(2, 7).ok());
-  auto copies = m.PrepareWrite(2, 6, 1);
-  ASSERT_TRUE(copies.ok()) << copies.status();
-  ASSERT_EQ(copies->size(), 1u);
-  const Pages child = Table(m, 2);
-  EXPECT_EQ((*copies)[0], (PageCopy{parent[1], child[1]}));
-  EXPECT_NE(child[1], parent[1]);
-  EXPECT_EQ(child[0], parent[0]);
-  EXPECT_EQ(m.RefCount(parent[1]), 1);
-  EXPECT_EQ(m.RefCount(child[1]), 1);
-  EXPECT_EQ(m.RefCount(parent[0]), 2);
-  // Writing again into its now private page copies nothing.
-  ASSERT_TRUE(m.Grow(2, 8).ok());
-  EXPECT_TRUE(m.PrepareWrite(2, 7, 1)->empty());
-  // The parent writes its own partial page: now private, nothing to copy.
-  ASSERT_TRUE(m.Grow(1, 7).ok());
-  EXPECT_TRUE(m.PrepareWrite(1, 6, 1)->empty());
-  EXPECT_EQ(Table(m, 1), parent);
-  // A write spanning both pages copies only the shared one.
-  ASSERT_TRUE(m.Fork(1, 3).ok());
-  auto both = m.PrepareWrite(3, 2, 4);
-  ASSERT_TRUE(both.ok());
-  ASSERT_EQ(both->size(), 2u);  // pages 0 and 1 both shared with 1
-  EXPECT_EQ((*both)[0].src, parent[0]);
-  EXPECT_EQ((*both)[1].src, parent[1]);
-  ExpectOk(m);
-  ASSERT_TRUE(m.Free(1).ok());
-  EXPECT_EQ(m.RefCount(parent[0]), 1);  // still the child's
-  ASSERT_TRUE(m.Free(2).ok());
-  ASSERT_TRUE(m.Free(3).ok());
-  EXPECT_EQ(m.Stats().free_pages, 8);
-  ExpectOk(m);
 }
 
 TEST(KvPageManagerTest, PrefixSharedAcrossRequestsWithTheSamePrompt) {
@@ -227,13 +171,29 @@ TEST(KvPageManagerTest, CommitIsIncrementalDuringDecode) {
   for (int32_t t = 3; t < 9; ++t) {
     tokens.push_back(t);
     ASSERT_TRUE(m.Grow(1, t + 1).ok());
-    ASSERT_TRUE(m.PrepareWrite(1, t, 1).ok());
     ASSERT_TRUE(m.CommitFullPages(1, tokens).ok());
   }
   EXPECT_EQ(m.MatchPrefix(Iota(12, 0)).tokens, 8);
-  // Rewriting inside a registered page (owned alone) unregisters it.
-  ASSERT_TRUE(m.PrepareWrite(1, 5, 1).ok());
-  EXPECT_EQ(m.MatchPrefix(Iota(12, 0)).tokens, 4);
+  ExpectOk(m);
+}
+
+// Its next writes would change a cached prefix: a truncation may end on a
+// committed page's boundary or past the committed pages, not inside one.
+TEST(KvPageManagerTest, TruncateRefusesToCutIntoACommittedPage) {
+  KvPageManager m(8, 4);
+  const std::vector<int32_t> tokens = Iota(10, 0);  // pages 0, 1 full, 2 of 4 in page 2
+  ASSERT_TRUE(m.AllocateWithPrefix(1, tokens).ok());
+  ASSERT_TRUE(m.CommitFullPages(1, tokens).ok());
+  const Pages before = Table(m, 1);
+  const absl::Status inside = m.Truncate(1, 6);
+  EXPECT_TRUE(absl::IsFailedPrecondition(inside)) << inside;
+  EXPECT_EQ(m.NumTokens(1), 10);
+  EXPECT_EQ(Table(m, 1), before);
+  EXPECT_EQ(m.MatchPrefix(Iota(12, 0)).tokens, 8);
+  ASSERT_TRUE(m.Truncate(1, 9).ok());  // inside the uncommitted page
+  ASSERT_TRUE(m.Truncate(1, 4).ok());  // a committed page's boundary
+  EXPECT_EQ(m.NumTokens(1), 4);
+  EXPECT_EQ(m.MatchPrefix(Iota(12, 0)).tokens, 8);  // page 1 stays cached, whole
   ExpectOk(m);
 }
 
@@ -327,7 +287,7 @@ TEST(KvPageManagerTest, WasteMetric) {
   EXPECT_DOUBLE_EQ(m.Stats().kv_waste, 3.0 / 16.0);
   ASSERT_TRUE(m.Grow(1, 9).ok());  // 3 pages, 12 slots, 3 unused
   EXPECT_DOUBLE_EQ(m.Stats().kv_waste, 3.0 / 20.0);
-  ASSERT_TRUE(m.Fork(1, 3).ok());  // counted per sequence
+  ASSERT_TRUE(m.Allocate(3, 9).ok());  // 3 pages more, 3 unused
   EXPECT_DOUBLE_EQ(m.Stats().kv_waste, 6.0 / 32.0);
   ASSERT_TRUE(m.Truncate(3, 4).ok());  // 1 page, full
   EXPECT_DOUBLE_EQ(m.Stats().kv_waste, 3.0 / 24.0);
@@ -351,12 +311,7 @@ class Reference {
   Reference(int64_t num_pages, int64_t page_size)
       : page_size_(page_size), pool_(num_pages * page_size, -1) {}
 
-  void Copy(const std::vector<PageCopy>& copies) {
-    for (const PageCopy& c : copies) {
-      std::copy_n(pool_.begin() + c.src * page_size_, page_size_, pool_.begin() + c.dst * page_size_);
-    }
-  }
-  // The caller ran PrepareWrite for [from, tokens.size()).
+  // The sequence's tokens from `from` on go into its pages.
   void Write(const KvPageManager& m, int64_t seq, int64_t from) {
     const std::vector<int32_t>& t = tokens[seq];
     auto table = m.BlockTable(seq);
@@ -454,17 +409,9 @@ void RunStress(uint32_t seed, bool weak_hash) {
         hits += *cached > 0;
         ref.CheckPrefix(m.BlockTable(seq), prompt, *cached);  // the hit holds these tokens
         if (::testing::Test::HasFatalFailure()) return;
-        auto copies = m.PrepareWrite(seq, *cached, static_cast<int64_t>(prompt.size()) - *cached);
         ref.tokens[seq] = prompt;
-        if (!copies.ok()) {  // no page for a copy: drop the request
-          ASSERT_TRUE(absl::IsResourceExhausted(copies.status()));
-          ASSERT_TRUE(m.Free(seq).ok());
-          ref.tokens.erase(seq);
-        } else {
-          ref.Copy(*copies);
-          ref.Write(m, seq, *cached);
-          ASSERT_TRUE(m.CommitFullPages(seq, prompt).ok());
-        }
+        ref.Write(m, seq, *cached);
+        ASSERT_TRUE(m.CommitFullPages(seq, prompt).ok());
       }
     } else if (kind <= 5) {  // decode: append 1..3 tokens
       const int64_t seq = any_seq();
@@ -472,28 +419,24 @@ void RunStress(uint32_t seed, bool weak_hash) {
       const int64_t old = static_cast<int64_t>(t.size()), add = uniform(1, 3);
       status = m.Grow(seq, old + add);
       if (status.ok()) {
-        auto copies = m.PrepareWrite(seq, old, add);
-        if (!copies.ok()) {
-          ASSERT_TRUE(absl::IsResourceExhausted(copies.status()));
-          ASSERT_TRUE(m.Truncate(seq, old).ok());
-        } else {
-          ref.Copy(*copies);
-          for (int64_t i = 0; i < add; ++i) t.push_back(static_cast<int32_t>(uniform(0, 3)));
-          ref.Write(m, seq, old);
-          ASSERT_TRUE(m.CommitFullPages(seq, t).ok());
-        }
+        for (int64_t i = 0; i < add; ++i) t.push_back(static_cast<int32_t>(uniform(0, 3)));
+        ref.Write(m, seq, old);
+        ASSERT_TRUE(m.CommitFullPages(seq, t).ok());
       }
-    } else if (kind == 6) {  // fork
-      const int64_t parent = any_seq(), child = next_id++;
-      status = m.Fork(parent, child);
-      ASSERT_TRUE(status.ok());
-      ref.tokens[child] = ref.tokens[parent];
-    } else if (kind == 7) {  // rejected speculative tokens
+    } else if (kind <= 7) {  // rejected speculative tokens
       const int64_t seq = any_seq();
       std::vector<int32_t>& t = ref.tokens[seq];
       const int64_t to = uniform(0, static_cast<int64_t>(t.size()));
-      ASSERT_TRUE(m.Truncate(seq, to).ok());
-      t.resize(to);
+      // Every write here is committed at once: the full pages are committed.
+      const int64_t committed = static_cast<int64_t>(t.size()) / kPageSize;
+      const absl::Status cut = m.Truncate(seq, to);
+      if (to % kPageSize != 0 && to / kPageSize < committed) {
+        ASSERT_TRUE(absl::IsFailedPrecondition(cut)) << cut;
+        ASSERT_TRUE(Take(m, ref) == before) << "a refused truncation changed the state, op " << op;
+      } else {
+        ASSERT_TRUE(cut.ok()) << cut;
+        t.resize(to);
+      }
     } else {  // finish
       const int64_t seq = any_seq();
       ASSERT_TRUE(m.Free(seq).ok());
