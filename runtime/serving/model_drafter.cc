@@ -170,7 +170,12 @@ void ModelDrafter::Commit(int64_t seq, int64_t kept) {
     st.cached = kept;
     st.fed.resize(kept);
   }
-  (void)pages_.Truncate(seq, std::min(pages_.NumTokens(seq), st.cached));
+  // Never refused (the pages committed hold verified tokens only); if it
+  // were, the draft state starts over rather than keep stale KV.
+  if (!pages_.Truncate(seq, std::min(pages_.NumTokens(seq), st.cached)).ok()) {
+    Release(seq);
+    return;
+  }
   // Only now are the pages' tokens known final.
   (void)pages_.CommitFullPages(seq, st.fed);
 }

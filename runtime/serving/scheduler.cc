@@ -409,7 +409,11 @@ void Scheduler::Verify(Slot& slot, std::span<const float> rows) {
   // The slot's own token and the accepted drafts now have their KV; the
   // rejected positions are dropped (the pages past them go back).
   s.computed += slot.count + accepted;
-  (void)pages_.Truncate(s.id, s.computed);
+  // Never refused: the committed pages end at or before s.computed.
+  if (absl::Status cut = pages_.Truncate(s.id, s.computed); !cut.ok()) {
+    Finish(s, absl::StrCat("error: ", cut.message()));
+    return;
+  }
   drafter_->Commit(s.id, s.computed);
   ++s.spec.steps;
   s.spec.drafted += kd;
