@@ -10,6 +10,7 @@
 #
 #   bash scripts/gpu/knockouts.sh [NAME...]          # here; default: all
 #   bash scripts/gpu/ab.sh -r 2 - @.gpu/kwalk ... -- --backend cuda --prompt 512 --gen 64 --repeats 1   # there
+#   bash scripts/gpu/ab.sh -r 2 - @.gpu/kvk-noload ... -- --backend vulkan --prompt 512 --gen 64 --repeats 1
 #
 # NAME: walk (the decode matmuls' weight loads and dots), prologue (their
 # activation staging; prologue-qkv, prologue-o, prologue-gateup and
@@ -25,6 +26,11 @@
 # for steps of several sequences, tile-x (the int8 tile kernel's activation
 # loads, from one place: L1 hits) and tile-walk (its weight loads, from each
 # row's first block).
+# The Vulkan backend's (matmul_decode.comp; run with --backend vulkan):
+# vk-empty (every decode matmul returns at once), vk-nostage (no activation
+# staging: x's loads, the norm and the int8 codes), vk-noload (each lane
+# step's weight words made from its indices: no weight loads, the
+# arithmetic as it is); docs/perf/vulkan-h200.md, sessions 38 and 39.
 # An edit that no longer matches the templates stops the script.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,12 +40,12 @@ model=${KILN_KNOCKOUT_MODEL:-$HOME/.cache/kiln/synth/llama3-8b-q4_k.gguf}
 [ -d "$root/.gpu/bin" ] || { echo "knockouts: run scripts/gpu/prepare.sh first" >&2; exit 1; }
 [ -f "$model" ] || "$kiln" synth --preset llama3-8b --type q4_k -o "$model" >/dev/null
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(walk prologue attention merge slices query append tail chain waits)
+[ ${#names[@]} -gt 0 ] || names=(walk prologue attention merge slices query append tail chain waits vk-empty vk-nostage vk-noload)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for name in "${names[@]}"; do
   rm -rf "$work/t" && cp -r "$root/kernels-templates" "$work/t"
-  python3 - "$work/t/cuda" "$name" <<'EOF'
+  python3 - "$work/t" "$name" <<'EOF'
 import sys
 d, name = sys.argv[1], sys.argv[2]
 def zero(cond):
@@ -80,12 +86,30 @@ edits = {
                '  if constexpr (kDecode) {\n    WaitForPrevious();\n    LetNextLaunch();\n    return;\n  }\n'
                '  if constexpr (kDecode) PrefetchFirstSteps')],
 }
+# The Vulkan decode matmul (files named with their folder).
+vk = 'vulkan/matmul_decode.comp'
+edits['vk-empty'] = [(vk, '  if (t >= launch_rows()) return;  // the same for the whole workgroup',
+                      '  return;')]
+edits['vk-nostage'] = [(vk, '  stage_normed(t);\n  barrier();', '  barrier();'),
+                       (vk, '    stage(t, 0u, K, scale);\n    barrier();', '    barrier();'),
+                       (vk, '        stage(t, k0, len, scale);\n', '')]
+edits['vk-noload'] = [(vk, '''          head_of[r][0] = wq(slot, at);
+          codes_of[r][0] = wq(slot, at + 1u + gc % 8u);
+#if EPILOGUE == 1
+          head_of[r][1] = w1q[at];
+          codes_of[r][1] = w1q[at + 1u + gc % 8u];
+#endif''', '''          head_of[r][0] = uvec4(0x1C001C00u ^ (at & 0x3FFu), at * 2654435761u, at ^ gc, gc * 40503u);
+          codes_of[r][0] = uvec4(at * 747796405u, gc * 2891336453u, at + gc, at ^ 0x5A5A5A5Au);
+#if EPILOGUE == 1
+          head_of[r][1] = head_of[r][0] ^ uvec4(0u, 1u, 2u, 3u);
+          codes_of[r][1] = codes_of[r][0] ^ uvec4(7u, 5u, 3u, 1u);
+#endif''')]
 edits['chain'] = edits['walk'] + edits['prologue'] + edits['attention'] + edits['stage']
 edits['waits'] = edits['waits'] + edits['attention']
 if name not in edits:
     sys.exit('knockouts: unknown knockout ' + name)
 for f, old, new in edits[name]:
-    p = d + '/' + f
+    p = d + '/' + (f if '/' in f else 'cuda/' + f)
     s = open(p).read()
     if s.count(old) != 1:
         sys.exit('knockouts: %s: the edit of %s no longer matches the templates' % (name, f))
@@ -93,7 +117,9 @@ for f, old, new in edits[name]:
 EOF
   out=$root/.gpu/k$name
   rm -rf "$out" "$work/a" && mkdir -p "$out" "$work/a/artifacts"
-  KILN_KERNEL_TEMPLATES="$work/t" "$kiln" compile "$model" --program-only --target cuda:sm_90 \
+  target=cuda:sm_90
+  [ "${name#vk-}" = "$name" ] || target=vulkan
+  KILN_KERNEL_TEMPLATES="$work/t" "$kiln" compile "$model" --program-only --target "$target" \
     -o "$work/a/artifacts/llama3-8b-q4_k.prog.kiln" >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
   (cd "$work/a" && tar -cJf "$out/artifacts.tar.xz" artifacts)
   printf '#!/bin/sh\nexec "$(dirname "$0")/../bin/kiln" "$@"\n' >"$out/kiln"
