@@ -4,9 +4,10 @@
 // as f32 where K fits, else as f16, or as int8 codes for q4_K on integer dot
 // products (DP4), XCHUNK elements at a time; each subgroup then takes R
 // output rows at a time, round-robin over the dispatch's subgroups, and its
-// lanes stride over K: q4_K 32 elements a lane step (16 code bytes in one
-// 16-byte load, the block's 16-byte header in another), other storages 4
-// elements through weights.glsl's WREAD4. A subgroup sum ends each row: no
+// lanes stride over K: q4_K on DP4 64 elements a lane step (two sub-blocks:
+// 32 code bytes in two 16-byte loads, the block's 16-byte header in another,
+// one scale and min decoding for both), q4_K otherwise 32 (16 code bytes and
+// the header), other storages 4 elements through weights.glsl's WREAD4. A subgroup sum ends each row: no
 // barrier between rows, only between staged chunks where K > XCHUNK.
 //
 // KS > 1 (launches with fewer rows than the GPU has subgroups, such as o and
@@ -44,7 +45,9 @@ shared float ks_sums_[(WG / 4) * R * NACC];
 // so a subgroup's reads of one word touch every bank once (in K order, lanes
 // whose chunks start 64 elements apart would share banks). Other storages in
 // K order.
-#if Q4K_LANES
+#if DP4
+#define XSTAGED ((XCHUNK + 2047) / 2048 * 2048)
+#elif Q4K_LANES
 #define XSTAGED ((XCHUNK + 1023) / 1024 * 1024)
 #else
 #define XSTAGED XCHUNK
@@ -52,13 +55,15 @@ shared float ks_sums_[(WG / 4) * R * NACC];
 #if DP4
 // Integer dot products (the q4_K lanes where the device has them): the
 // activations as int8 codes, 32 to a scale (one q4_K sub-block), in the
-// lanes' order as above (lane chunk c's 16 low-nibble codes and 16
-// high-nibble codes 32 words apart); each group's scale; each 16
-// activations' f32 sum (for the blocks' minima) and offset (below).
+// lanes' order: lane step p's two sub-blocks 2p and 2p + 1 (the low and
+// high nibbles of code group p % 4 of block p / 4) as four 16-byte words 32
+// words apart, side by side with those of steps p + 1..p + 31 (so that a
+// subgroup's reads of one word touch every bank once); and per step, both
+// sub-blocks' scales, f32 sums (for the blocks' minima) and offsets (below).
 shared uvec4 xq_[XSTAGED / 16];
-shared float xd_[XSTAGED / 32];
-shared float xsum_[XSTAGED / 16];
-shared float xoff_[XSTAGED / 16];
+shared vec2 xd_[XSTAGED / 64];
+shared vec2 xsum_[XSTAGED / 64];
+shared vec2 xoff_[XSTAGED / 64];
 
 // OpSUDotKHR, 4 x 8-bit packed: the sum of the products of a's signed bytes
 // and b's unsigned bytes.
@@ -185,11 +190,10 @@ float q4k_dot(uvec4 head, uvec4 codes, uint gc, vec4 xl[4], vec4 xh[4], float su
 layout(std430, set = 0, binding = 5) buffer Arena4 { vec4 arena4[]; };
 
 // x' (normalised) of token t at k0..k0+len as int8 codes, 32 to a scale
-// (one q4_K sub-block sb of block b): four neighbouring threads a group,
-// eight elements each (two 16-byte loads, so a subgroup's loads are one
-// contiguous run), the group's max |x| through two shuffles. The codes go
-// to the low (sb even) or high part of lane chunks 8b + sb - sb % 2 and the
-// next, each with its 16 activations' sum. (A thread a group, 32 loads and
+// (one q4_K sub-block g): four neighbouring threads a group, eight elements
+// each (two 16-byte loads, so a subgroup's loads are one contiguous run),
+// the group's max |x|, sum and code sum through two shuffles each. The
+// codes go to the low (g even) or high words of lane step g / 2. (A thread a group, 32 loads and
 // the quantisation in a row, took ~8 us of every decode matmul on the H200:
 // docs/perf/vulkan-h200.md, session 19.)
 // stage()'s quantising body (stage() is below): elements 8e..8e+7 of the
@@ -207,18 +211,20 @@ void stage_eight(uint e, vec4 lo, vec4 hi) {
   const uint w0 = bl.x | (bl.y << 8) | (bl.z << 16) | (bl.w << 24);
   const uint w1 = bh.x | (bh.y << 8) | (bh.z << 16) | (bh.w << 24);
   float sum = dot(lo + hi, vec4(1.0));
-  sum += subgroupShuffleXor(sum, 1u);  // the 16 of this half of the group
+  sum += subgroupShuffleXor(sum, 1u);
+  sum += subgroupShuffleXor(sum, 2u);
   int codes = ql.x + ql.y + ql.z + ql.w + qh.x + qh.y + qh.z + qh.w;
   codes += subgroupShuffleXor(codes, 1u);
-  const uint sb = g % 8u, high = sb % 2u, c = (g / 8u) * 8u + sb - high + j / 2u;
-  const uint word = (c / 32u) * 64u + high * 32u + c % 32u, comp = 2u * (j % 2u);
+  codes += subgroupShuffleXor(codes, 2u);
+  const uint p = g / 2u, high = g % 2u;
+  const uint word = (p / 32u) * 128u + (2u * high + j / 2u) * 32u + p % 32u, comp = 2u * (j % 2u);
   xq_[word][comp] = w0;
   xq_[word][comp + 1u] = w1;
-  if (j % 2u == 0u) {
-    xsum_[2u * c + high] = sum;
-    xoff_[2u * c + high] = 8.0 * (sum - amax / 127.0 * float(codes));
+  if (j == 0u) {
+    xd_[p][high] = amax / 127.0;
+    xsum_[p][high] = sum;
+    xoff_[p][high] = 8.0 * (sum - amax / 127.0 * float(codes));
   }
-  if (j == 0u) xd_[g] = amax / 127.0;
 }
 
 void stage(uint t, uint k0, uint len, float scale) {
@@ -343,7 +349,51 @@ void main() {
         barrier();
       }
       if (n0 >= NCOLS) continue;  // (no barrier until the chunk loop's next)
-#if Q4K_LANES
+#if DP4
+      // A lane step: every row's loads first, then their dots (rows past
+      // NCOLS load row NCOLS - 1 and drop it; no breaks, so the words stay in
+      // registers). Step p is code group p % 4 of block p / 4: sub-blocks
+      // s = 2 (p % 4) (low nibbles) and s + 1 (high).
+      for (uint p = lane + ks * lanes; p < len / 64u; p += lanes * ks_n) {
+        const uint gp = k0 / 64u + p;
+        uvec4 head_of[R][NACC], qa_of[R][NACC], qb_of[R][NACC];
+        for (uint r = 0u; r < R; ++r) {
+          const uint n = min(n0 + r, NCOLS - 1u), slot = slot_of(n), row = row_of(n, slot);
+          const uint at = q4k_at(row, 2u * gp), codes_at = at + 1u + 2u * (gp % 4u);
+          head_of[r][0] = wq(slot, at);
+          qa_of[r][0] = wq(slot, codes_at);
+          qb_of[r][0] = wq(slot, codes_at + 1u);
+#if EPILOGUE == 1
+          head_of[r][1] = w1q[at];
+          qa_of[r][1] = w1q[codes_at];
+          qb_of[r][1] = w1q[codes_at + 1u];
+#endif
+        }
+        const uint xw = (p / 32u) * 128u + p % 32u;
+        const uvec4 xl0 = xq_[xw], xl1 = xq_[xw + 32u], xh0 = xq_[xw + 64u], xh1 = xq_[xw + 96u];
+        // dx_hi / 16: the high nibbles' dot is taken in place (16 times).
+        const vec2 dx = xd_[p], sums = xsum_[p], offs = xoff_[p];
+        const float dx_lo = dx.x, dx_hi = dx.y / 16.0;
+        // Sub-blocks s and s + 1's 6-bit scales and mins as byte pairs
+        // (q4k_scale_min's fields, both sub-blocks at once): bytes s, s + 1 of
+        // the scale words, shifted by the same 8 (s % 4) for every row.
+        const uint s = 2u * (gp % 4u), sh = 8u * (s % 4u);
+        const bool low = s < 4u;
+        for (uint r = 0u; r < R; ++r) {
+          for (uint w = 0u; w < NACC; ++w) {
+            const uvec4 head = head_of[r][w], qa = qa_of[r][w], qb = qb_of[r][w];
+            const vec2 dm = unpackHalf2x16(head.x);
+            const uint y = head.y >> sh, z = head.z >> sh, v = head.w >> sh;
+            const uint scs = low ? y & 0x3F3Fu : (v & 0x0F0Fu) | ((y >> 2) & 0x3030u);
+            const uint mns = low ? z & 0x3F3Fu : ((v >> 4) & 0x0F0Fu) | ((z >> 2) & 0x3030u);
+            const int lo = dot16(xl0, qa & 0x0F0F0F0Fu) + dot16(xl1, qb & 0x0F0F0F0Fu);
+            const int hi = dot16(xh0, qa & 0xF0F0F0F0u) + dot16(xh1, qb & 0xF0F0F0F0u);
+            acc[r * NACC + w] += dm.x * (u2f(scs & 0xFFu) * (dx_lo * i2f(lo) + offs.x) + u2f(scs >> 8) * (dx_hi * i2f(hi) + offs.y)) -
+                                 dm.y * (u2f(mns & 0xFFu) * sums.x + u2f(mns >> 8) * sums.y);
+          }
+        }
+      }
+#elif Q4K_LANES
       // A lane step: every row's loads first, then their dots (rows past
       // NCOLS load row NCOLS - 1 and drop it; no breaks, so the words stay in
       // registers).
@@ -360,30 +410,6 @@ void main() {
           codes_of[r][1] = w1q[at + 1u + gc % 8u];
 #endif
         }
-#if DP4
-        const uvec4 xl = xq_[(c / 32u) * 64u + c % 32u], xh = xq_[(c / 32u) * 64u + 32u + c % 32u];
-        const uint g = (c / 8u) * 8u + 2u * ((c % 8u) / 2u);
-        // dx_hi / 16: the high nibbles' dot is taken in place (16 times).
-        const float dx_lo = xd_[g], dx_hi = xd_[g + 1u] / 16.0, sum_lo = xsum_[2u * c], sum_hi = xsum_[2u * c + 1u];
-        const float off_lo = xoff_[2u * c], off_hi = xoff_[2u * c + 1u];
-        // Sub-blocks s and s + 1's 6-bit scales and mins as byte pairs
-        // (q4k_scale_min's fields, both sub-blocks at once): bytes s, s + 1 of
-        // the scale words, shifted by the same 8 (s % 4) for every row.
-        const uint s = 2u * ((c % 8u) / 2u), sh = 8u * (s % 4u);
-        const bool low = s < 4u;
-        for (uint r = 0u; r < R; ++r) {
-          for (uint w = 0u; w < NACC; ++w) {
-            const uvec4 head = head_of[r][w], q = codes_of[r][w];
-            const vec2 dm = unpackHalf2x16(head.x);
-            const uint y = head.y >> sh, z = head.z >> sh, v = head.w >> sh;
-            const uint scs = low ? y & 0x3F3Fu : (v & 0x0F0Fu) | ((y >> 2) & 0x3030u);
-            const uint mns = low ? z & 0x3F3Fu : ((v >> 4) & 0x0F0Fu) | ((z >> 2) & 0x3030u);
-            const int lo = dot16(xl, q & 0x0F0F0F0Fu), hi = dot16(xh, q & 0xF0F0F0F0u);
-            acc[r * NACC + w] += dm.x * (u2f(scs & 0xFFu) * (dx_lo * i2f(lo) + off_lo) + u2f(scs >> 8) * (dx_hi * i2f(hi) + off_hi)) -
-                                 dm.y * (u2f(mns & 0xFFu) * sum_lo + u2f(mns >> 8) * sum_hi);
-          }
-        }
-#else
         vec4 xl[4], xh[4];
         chunk_x(c, xl, xh);
         const float sum_lo = dot(xl[0] + xl[1] + xl[2] + xl[3], vec4(1.0));
@@ -391,7 +417,6 @@ void main() {
         for (uint r = 0u; r < R; ++r) {
           for (uint w = 0u; w < NACC; ++w) acc[r * NACC + w] += q4k_dot(head_of[r][w], codes_of[r][w], gc, xl, xh, sum_lo, sum_hi);
         }
-#endif
       }
 #else
       // Four k a lane step, then the K % 4 tail one at a time.

@@ -177,21 +177,24 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   // 132 SMs idle and each would walk K in several dependent lane steps: o
   // (KS 4) and qkv (KS 2), decode +4.6% on an H100 (docs/perf/vulkan-h200.md,
   // session 38). Not down (K = 14336): it lost with them in session 19.
+  // A lane step takes `step` elements (q4_K on DP4 64, else 32 or fewer).
   const int64_t row_slots = 132 * kDecodeGroupsPerUnit * (kDecodeWorkgroup / 32) * decode_rows;
-  int64_t ks = 1;
-  while (epi != 1 && k <= 8192 && ks < 8 && columns * ks * 2 <= row_slots && k / (32 * 32) >= ks * 2) {
-    ks *= 2;
-  }
+  auto k_slices = [&](int64_t step) {
+    int64_t ks = 1;
+    while (epi != 1 && k <= 8192 && ks < 8 && columns * ks * 2 <= row_slots && k / (step * 32) >= ks * 2) ks *= 2;
+    return ks;
+  };
   InstanceBuilder decode = b.Variant("matmul_decode", kDecodeWorkgroup);
-  decode.Int("R", decode_rows).Int("KS", ks);
-  // q4_K on integer dot products: int8 codes, a scale per 32, a sum and an
-  // offset per 16 (26 KB for 16384 elements).
+  decode.Int("R", decode_rows);
+  // q4_K on integer dot products: int8 codes, a scale, a sum and an offset
+  // per 32 (22 KB for 16384 elements).
   constexpr int64_t kDecodeStagedInt8 = 16384;
   std::optional<InstanceBuilder> decode_dp4;
   if (all_q4k) {
     decode_dp4 = decode;
-    decode_dp4->Int("DP4", 1).Int("XF16", 0).Int("XCHUNK", std::min(k, kDecodeStagedInt8));
+    decode_dp4->Int("KS", k_slices(64)).Int("DP4", 1).Int("XF16", 0).Int("XCHUNK", std::min(k, kDecodeStagedInt8));
   }
+  decode.Int("KS", k_slices(32));
   decode.Int("DP4", 0).Int("XF16", k > kDecodeStagedF32 ? 1 : 0);
   decode.Int("XCHUNK", k <= kDecodeStagedF16 ? (k + 7) / 8 * 8 : kDecodeStagedF16);
   // The tiled variant: the same constants, its own workgroup size (one
@@ -217,7 +220,8 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   d.decode_max_bucket = kDecodeMaxBucket;
   // Rows a workgroup covers where subgroups are 32 wide (the kernel takes any
   // width: narrower ones cover more, wider ones take more rounds).
-  d.decode_columns_per_group = decode_rows * kDecodeWorkgroup / 32 / ks;
+  d.decode_columns_per_group = decode_rows * kDecodeWorkgroup / 32 / k_slices(32);
+  d.decode_dp4_columns_per_group = decode_rows * kDecodeWorkgroup / 32 / k_slices(64);
   d.decode_groups_per_unit = kDecodeGroupsPerUnit;
   d.tiled_kernel = tiled.Build();
   d.tiled_min_bucket = kTiledMinBucket;
