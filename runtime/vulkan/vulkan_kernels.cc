@@ -177,7 +177,9 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   // 132 SMs idle and each would walk K in several dependent lane steps: o
   // (KS 4) and qkv (KS 2), decode +4.6% on an H100 (docs/perf/vulkan-h200.md,
   // session 38). Not down (K = 14336): it lost with them in session 19.
-  // A lane step takes `step` elements (q4_K on DP4 64, else 32 or fewer).
+  // Slices are counted in lane steps of `step` elements: q4_K on DP4 takes
+  // 64 a step (o and qkv then KS 2: decode +3.6% on an H100 against 32 a
+  // step and o at KS 4, session 40), other storages 32 or fewer.
   const int64_t row_slots = 132 * kDecodeGroupsPerUnit * (kDecodeWorkgroup / 32) * decode_rows;
   auto k_slices = [&](int64_t step) {
     int64_t ks = 1;
