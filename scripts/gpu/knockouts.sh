@@ -28,7 +28,7 @@
 # row's first block).
 # The Vulkan backend's (matmul_decode.comp; run with --backend vulkan):
 # vk-empty (every decode matmul returns at once), vk-nostage (no activation
-# staging: x's loads, the norm and the int8 codes), vk-noload (each lane
+# staging: x's loads, the norm and the int8 codes), vk-noload (each DP4 lane
 # step's weight words made from its indices: no weight loads, the
 # arithmetic as it is); docs/perf/vulkan-h200.md, sessions 38 and 39.
 # An edit that no longer matches the templates stops the script.
@@ -94,15 +94,19 @@ edits['vk-nostage'] = [(vk, '  stage_normed(t);\n  barrier();', '  barrier();'),
                        (vk, '    stage(t, 0u, K, scale);\n    barrier();', '    barrier();'),
                        (vk, '        stage(t, k0, len, scale);\n', '')]
 edits['vk-noload'] = [(vk, '''          head_of[r][0] = wq(slot, at);
-          codes_of[r][0] = wq(slot, at + 1u + gc % 8u);
+          qa_of[r][0] = wq(slot, codes_at);
+          qb_of[r][0] = wq(slot, codes_at + 1u);
 #if EPILOGUE == 1
           head_of[r][1] = w1q[at];
-          codes_of[r][1] = w1q[at + 1u + gc % 8u];
-#endif''', '''          head_of[r][0] = uvec4(0x1C001C00u ^ (at & 0x3FFu), at * 2654435761u, at ^ gc, gc * 40503u);
-          codes_of[r][0] = uvec4(at * 747796405u, gc * 2891336453u, at + gc, at ^ 0x5A5A5A5Au);
+          qa_of[r][1] = w1q[codes_at];
+          qb_of[r][1] = w1q[codes_at + 1u];
+#endif''', '''          head_of[r][0] = uvec4(0x1C001C00u ^ (at & 0x3FFu), at * 2654435761u, at ^ gp, gp * 40503u);
+          qa_of[r][0] = uvec4(at * 747796405u, gp * 2891336453u, at + gp, at ^ 0x5A5A5A5Au);
+          qb_of[r][0] = qa_of[r][0] ^ uvec4(0x0F0F0F0Fu, 0x11111111u, 0x3C3C3C3Cu, 0x55555555u);
 #if EPILOGUE == 1
           head_of[r][1] = head_of[r][0] ^ uvec4(0u, 1u, 2u, 3u);
-          codes_of[r][1] = codes_of[r][0] ^ uvec4(7u, 5u, 3u, 1u);
+          qa_of[r][1] = qa_of[r][0] ^ uvec4(7u, 5u, 3u, 1u);
+          qb_of[r][1] = qb_of[r][0] ^ uvec4(1u, 3u, 5u, 7u);
 #endif''')]
 edits['chain'] = edits['walk'] + edits['prologue'] + edits['attention'] + edits['stage']
 edits['waits'] = edits['waits'] + edits['attention']
