@@ -7,8 +7,9 @@
 // lanes stride over K: q4_K on DP4 64 elements a lane step (two sub-blocks:
 // 32 code bytes in two 16-byte loads, the block's 16-byte header in another,
 // one scale and min decoding for both), q4_K otherwise 32 (16 code bytes and
-// the header), other storages 4 elements through weights.glsl's WREAD4. A subgroup sum ends each row: no
-// barrier between rows, only between staged chunks where K > XCHUNK.
+// the header), other storages 4 elements through weights.glsl's WREAD4. A
+// subgroup sum ends each row: no barrier between rows, only between staged
+// chunks where K > XCHUNK.
 //
 // KS > 1 (launches with fewer rows than the GPU has subgroups, such as o and
 // qkv): KS subgroups share each R rows, each taking every KS-th lane step
@@ -193,9 +194,9 @@ layout(std430, set = 0, binding = 5) buffer Arena4 { vec4 arena4[]; };
 // (one q4_K sub-block g): four neighbouring threads a group, eight elements
 // each (two 16-byte loads, so a subgroup's loads are one contiguous run),
 // the group's max |x|, sum and code sum through two shuffles each. The
-// codes go to the low (g even) or high words of lane step g / 2. (A thread a group, 32 loads and
-// the quantisation in a row, took ~8 us of every decode matmul on the H200:
-// docs/perf/vulkan-h200.md, session 19.)
+// codes go to the low (g even) or high words of lane step g / 2. (A thread
+// a group, 32 loads and the quantisation in a row, took ~8 us of every
+// decode matmul on the H200: docs/perf/vulkan-h200.md, session 19.)
 // stage()'s quantising body (stage() is below): elements 8e..8e+7 of the
 // chunk, lo and hi (normalised), as the codes, scale and sums described
 // above; a group's four threads call it together.

@@ -770,7 +770,8 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
                                                     : d.pipeline;
     const int64_t wg = p.kernel.workgroup_size;
     const int64_t tokens_per_group = decode_variant ? 1 : tiled_variant ? tiled_tokens : p.shape.tokens_per_group;
-    const int64_t decode_columns = d.decode_reads_16_bytes ? p.decode_dp4_columns_per_group : p.decode_columns_per_group;
+    const int64_t decode_columns =
+        d.decode_reads_16_bytes ? p.decode_dp4_columns_per_group : p.decode_columns_per_group;
     const int64_t columns_per_group = decode_variant  ? decode_columns
                                       : tiled_variant ? tiled_columns
                                                       : p.shape.columns_per_group;

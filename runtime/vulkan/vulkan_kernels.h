@@ -100,7 +100,7 @@ struct PlannedDispatch {
   // The decode variant on integer dot products (q4_K: activations as int8
   // codes), run instead of decode_kernel where the device has them.
   std::optional<KernelInstance> decode_dp4_kernel;
-  int64_t decode_dp4_columns_per_group = 1;
+  int64_t decode_dp4_columns_per_group = 1;  // its K slices counted in 64-element lane steps
   // matmul: the shared-memory tiled variant (matmul_tiled.comp) for buckets
   // of at least tiled_min_bucket tokens, tiled_tokens_per_group x
   // tiled_columns_per_group outputs per workgroup.
