@@ -186,6 +186,7 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
     while (epi != 1 && k <= 8192 && ks < 8 && columns * ks * 2 <= row_slots && k / (step * 32) >= ks * 2) ks *= 2;
     return ks;
   };
+  const int64_t ks = k_slices(32), ks_dp4 = k_slices(64);
   InstanceBuilder decode = b.Variant("matmul_decode", kDecodeWorkgroup);
   decode.Int("R", decode_rows);
   // q4_K on integer dot products: int8 codes, a scale, a sum and an offset
@@ -194,9 +195,9 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   std::optional<InstanceBuilder> decode_dp4;
   if (all_q4k) {
     decode_dp4 = decode;
-    decode_dp4->Int("KS", k_slices(64)).Int("DP4", 1).Int("XF16", 0).Int("XCHUNK", std::min(k, kDecodeStagedInt8));
+    decode_dp4->Int("KS", ks_dp4).Int("DP4", 1).Int("XF16", 0).Int("XCHUNK", std::min(k, kDecodeStagedInt8));
   }
-  decode.Int("KS", k_slices(32));
+  decode.Int("KS", ks);
   decode.Int("DP4", 0).Int("XF16", k > kDecodeStagedF32 ? 1 : 0);
   decode.Int("XCHUNK", k <= kDecodeStagedF16 ? (k + 7) / 8 * 8 : kDecodeStagedF16);
   // The tiled variant: the same constants, its own workgroup size (one
@@ -222,8 +223,8 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
   d.decode_max_bucket = kDecodeMaxBucket;
   // Rows a workgroup covers where subgroups are 32 wide (the kernel takes any
   // width: narrower ones cover more, wider ones take more rounds).
-  d.decode_columns_per_group = decode_rows * kDecodeWorkgroup / 32 / k_slices(32);
-  d.decode_dp4_columns_per_group = decode_rows * kDecodeWorkgroup / 32 / k_slices(64);
+  d.decode_columns_per_group = decode_rows * kDecodeWorkgroup / 32 / ks;
+  d.decode_dp4_columns_per_group = decode_rows * kDecodeWorkgroup / 32 / ks_dp4;
   d.decode_groups_per_unit = kDecodeGroupsPerUnit;
   d.tiled_kernel = tiled.Build();
   d.tiled_min_bucket = kTiledMinBucket;

@@ -215,11 +215,12 @@ TEST(VulkanKernels, DecodeMatmulStagesLongRowsAsF16) {
 
 // The int8 staging's rounding, where it leans one way: every activation
 // sits 0.4 of its group's step above a code (one element a group at 127
-// steps sets the step), so each 16 codes' sum misses 6.4 steps. The DP4
+// steps sets the step), so each 32 codes' sum misses 12.4 steps. The DP4
 // lane's offset (8 (sum x - step sum codes)) puts those back: on lavapipe
-// the result is off by 1.5-1.8% with it (what stays is the codes' error
+// the result was off by 1.5-1.8% with it (what stays is the codes' error
 // times the nibbles' mean of -0.5, one way too), 19-22% without it and
-// 40-46% with its sign turned.
+// 40-46% with its sign turned (session 39, an offset per 16; per 32 the
+// test still fails without it and with its sign turned).
 TEST(VulkanKernels, Q4KDecodeOffsetsCodesRoundedOneWay) {
   constexpr int64_t k = 512, n = 64, vocab = 3;
   TestPlan tp;
