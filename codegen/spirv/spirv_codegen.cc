@@ -146,8 +146,9 @@ absl::StatusOr<std::string> InstanceSource(const KernelInstance& k) {
   absl::StatusOr<std::string_view> reduce = TemplateText("reduce.glsl");
   absl::StatusOr<std::string_view> rope = TemplateText("rope.glsl");
   absl::StatusOr<std::string_view> matmul = TemplateText("matmul_common.glsl");
+  absl::StatusOr<std::string_view> kv_pages = TemplateText("kv_pages.glsl");
   absl::StatusOr<std::string_view> body = TemplateText(k.template_name + ".comp");
-  for (const absl::Status& s : {common.status(), reduce.status(), rope.status(), matmul.status()}) {
+  for (const absl::Status& s : {common.status(), reduce.status(), rope.status(), matmul.status(), kv_pages.status()}) {
     if (!s.ok()) return s;
   }
   if (!body.ok()) return InstanceError(k, std::string(body.status().message()));
@@ -184,9 +185,11 @@ absl::StatusOr<std::string> InstanceSource(const KernelInstance& k) {
   absl::StatusOr<std::string> readers = WeightReaders(k);
   if (!readers.ok()) return readers.status();
   src += *readers;
-  const std::string reduce_text(*reduce), rope_text(*rope), matmul_text(*matmul);
-  src += absl::StrReplaceAll(absl::string_view(body->data(), body->size()),
-                             {{"#include_reduce", reduce_text}, {"#include_rope", rope_text}, {"#include_matmul", matmul_text}});
+  const std::string reduce_text(*reduce), rope_text(*rope), matmul_text(*matmul), kv_pages_text(*kv_pages);
+  src += absl::StrReplaceAll(absl::string_view(body->data(), body->size()), {{"#include_reduce", reduce_text},
+                                                                             {"#include_rope", rope_text},
+                                                                             {"#include_matmul", matmul_text},
+                                                                             {"#include_kv_pages", kv_pages_text}});
   return src;
 }
 

@@ -25,7 +25,13 @@ layout(std430, set = 0, binding = 0) readonly buffer Weight0 { uint w0[]; };
 #endif
 layout(std430, set = 0, binding = 1) readonly buffer Weight1 { uint w1[]; };
 layout(std430, set = 0, binding = 2) readonly buffer Weight2 { uint w2[]; };
+#if defined(APPEND_KV) && HAS_ROPE
+// matmul_decode appending rotated k rows (it writes no logits): the rope
+// table (rope.glsl's layout) in the io buffer's place.
+layout(std430, set = 0, binding = 3) readonly buffer RopeTable { float rope_[]; };
+#else
 layout(std430, set = 0, binding = 3) buffer HostIo { int host_io[]; };
+#endif
 layout(std430, set = 0, binding = 4) readonly buffer Vector { float vec_[]; };
 layout(std430, set = 0, binding = 5) buffer Arena { float arena[]; };
 layout(std430, set = 0, binding = 6) buffer KvPages { float kv[]; };

@@ -16,10 +16,18 @@
 // along K, and their sums meet in shared memory, so that the rows' loads
 // are spread over KS times the subgroups and each waits on fewer in a row.
 //
+// APPEND_KV (a q, k, v launch whose k and v feed the next launch's paged
+// attention): the k and v rows also go into the layer's pages, k rotated at
+// the token's position (interleaved pairs, which a subgroup's R rows hold
+// whole), so that the step needs no kv_append dispatch (kv_append.comp's
+// work, its constants too).
+//
 // Constants: K, NUM_W, N0..N2, EPILOGUE, HAS_NORM, EPS, WG, R, KS, DP4, XF16
 // (1: staged as f16), XCHUNK (a multiple of 256, or K rounded up to 8 where
-// K fits), Q4K_LANES, weight slots.
-// Push constants: in0 x, in1 residual, out0..out2 results.
+// K fits), Q4K_LANES, weight slots; with APPEND_KV: NUM_KV_HEADS, HEAD_DIM,
+// PAGE_SIZE, KV_F16, HAS_ROPE (+ ROPE_DIMS, ROPE_STYLE 0).
+// Push constants: in0 x, in1 residual, out0..out2 results; with APPEND_KV
+// kv_base, kv_half.
 // Launch shape: x = workgroups (any number: subgroups past the rows idle,
 // too few take several rounds), y = the bucket's tokens.
 
@@ -35,6 +43,9 @@
 #endif
 #define NREDUCE 1
 #include_reduce
+#if defined(APPEND_KV)
+#include_kv_pages
+#endif
 #if KS > 1
 // Each subgroup's R x NACC sums (room for subgroups as narrow as 4 lanes).
 shared float ks_sums_[(WG / 4) * R * NACC];
@@ -481,6 +492,28 @@ void main() {
         arena[pc.out0 + t * N0 + row] = y + arena[pc.in1 + t * N0 + row];
 #endif
       }
+#if defined(APPEND_KV)
+      // N0, N1 and N2 are multiples of R: these R rows lie in one weight,
+      // in (even, odd) pairs.
+      const uint slot = slot_of(n0);
+      if (slot != 0u) {
+        const uint pos = uint(io_at(IO_POSITIONS, t)), at = k_row(t, pos) + (slot == 2u ? pc.kv_half : 0u);
+        for (uint r = 0u; r < R; r += 2u) {
+          const uint c = row_of(n0 + r, slot);
+          float a = acc[r * NACC], b = acc[(r + 1u) * NACC];
+#if HAS_ROPE
+          const uint d = c % HEAD_DIM;
+          if (slot == 1u && d < ROPE_DIMS) {
+            const uint i = (pos * (ROPE_DIMS / 2u) + d / 2u) * 2u;
+            const float cs = rope_[i], sn = rope_[i + 1u], a0 = a;
+            a = a0 * cs - b * sn;
+            b = a0 * sn + b * cs;
+          }
+#endif
+          put_pair(at, c, a, b);
+        }
+      }
+#endif
     }
   }
 }

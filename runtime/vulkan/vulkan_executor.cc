@@ -220,7 +220,7 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
     placed_weights_[w.name] = place(bytes);
   }
   for (const Dispatch& d : dispatches_) {
-    if (!d.planned.uses_rope_table) continue;
+    if (!d.planned.uses_rope_table && !d.planned.appends_kv_rope) continue;
     bool have = false;
     for (const auto& [t, p] : rope_tables_) have = have || t == d.planned.rope;
     if (!have) {
@@ -566,9 +566,15 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
         if (t == d.planned.rope) info[4] = VkDescriptorBufferInfo{weights_.buffer, p.offset, p.size};
       }
     }
+    info[3] = VkDescriptorBufferInfo{io_.buffer, 0, VK_WHOLE_SIZE};
+    if (d.planned.appends_kv_rope) {
+      for (const auto& [t, p] : rope_tables_) {
+        if (t == d.planned.rope) info[3] = VkDescriptorBufferInfo{weights_.buffer, p.offset, p.size};
+      }
+    }
     info[5] = VkDescriptorBufferInfo{arena_.buffer, 0, VK_WHOLE_SIZE};
-    if (d.planned.layer >= 0) {
-      const VkDeviceSize start = d.planned.layer * layer_bytes;
+    if (const int64_t layer = std::max(d.planned.layer, d.planned.appends_kv_layer); layer >= 0) {
+      const VkDeviceSize start = layer * layer_bytes;
       const VkDeviceSize bind = start / dev_.storage_align() * dev_.storage_align();
       info[6] = VkDescriptorBufferInfo{kv_.buffer, bind, std::min<VkDeviceSize>(kv_.size - bind, start - bind + layer_bytes)};
     }
@@ -577,7 +583,6 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
       info[6] = VkDescriptorBufferInfo{arena_.buffer, static_cast<VkDeviceSize>(ActF16Floats()) * 4,
                                        static_cast<VkDeviceSize>(act_f16_halves_) * 2};
     }
-    info[3] = VkDescriptorBufferInfo{io_.buffer, 0, VK_WHOLE_SIZE};
     info[7] = VkDescriptorBufferInfo{step_inputs_.buffer, 0, VK_WHOLE_SIZE};
     dev_.WriteStorageBuffers(*set, info);
     return absl::OkStatus();
@@ -658,11 +663,17 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
   VkPipeline bound = VK_NULL_HANDLE;
   const int64_t layer_elements = 2 * kv_half_elements_, kv_bytes = plan_.pool.element_bytes();
   const int64_t splits = AttentionSplits(B, max_attention_splits_);
+  int64_t appended_layer = -1;  // the layer whose k and v rows a matmul wrote into its pages
   for (const Dispatch& d : dispatches_) {
     const PlannedDispatch& p = d.planned;
     if (p.only_when_split && splits == 1) continue;
     if (p.only_when_tiled && B < p.tiled_min_bucket) continue;
     if (d.role == (greedy ? Role::kCopyLogits : Role::kGreedyIds)) continue;
+    if (p.kernel.template_name == "kv_append" && p.layer == appended_layer) continue;
+    // Decode-sized buckets run the matmul's one-token variant, prefill-sized
+    // ones its tiled variant, where it has them.
+    const bool decode_variant = p.decode_kernel && B <= p.decode_max_bucket;
+    const bool tiled_variant = !decode_variant && p.tiled_kernel && B >= p.tiled_min_bucket;
     const PlanLaunch* l = d.launch < plan_.launches.size() ? &plan_.launches[d.launch] : nullptr;
     std::vector<Access> reads, writes;
     PushConstants pc;
@@ -689,22 +700,19 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
       pc.row_rms = static_cast<uint32_t>(at);
       reads.push_back({0, at * 4, (at + B) * 4});
     }
-    if (p.layer >= 0) {
-      const int64_t start = p.layer * layer_elements * kv_bytes;
+    const bool appends_kv = decode_variant && p.appends_kv_layer >= 0;
+    if (appends_kv) appended_layer = p.appends_kv_layer;
+    if (const int64_t layer = appends_kv ? p.appends_kv_layer : p.layer; layer >= 0) {
+      const int64_t start = layer * layer_elements * kv_bytes;
       const int64_t bind = start / static_cast<int64_t>(dev_.storage_align()) * static_cast<int64_t>(dev_.storage_align());
       pc.kv_base = static_cast<uint32_t>((start - bind) / kv_bytes);
       pc.kv_half = static_cast<uint32_t>(kv_half_elements_);
       const Access kv{1, start, start + layer_elements * kv_bytes};
-      (p.kernel.template_name == "kv_append" ? writes : reads).push_back(kv);
+      (p.kernel.template_name == "kv_append" || appends_kv ? writes : reads).push_back(kv);
     }
     if (l == nullptr) writes.push_back({2, 0, static_cast<int64_t>(io_.size)});
     // The last dispatch reads the R result rows.
     pc.rows_are_logit_rows = l == nullptr || logit_rows_[d.launch][bucket] ? 1 : 0;
-
-    // Decode-sized buckets run the matmul's one-token variant, prefill-sized
-    // ones its tiled variant, where it has them.
-    const bool decode_variant = p.decode_kernel && B <= p.decode_max_bucket;
-    const bool tiled_variant = !decode_variant && p.tiled_kernel && B >= p.tiled_min_bucket;
     if (((tiled_variant && d.tiled_reads_16_bytes) || (decode_variant && d.decode_reads_16_bytes)) && pc.in0 % 4 != 0) {
       // kiln's plans align every buffer to 256 bytes; another plan gets an
       // error, not activations read from the wrong place.

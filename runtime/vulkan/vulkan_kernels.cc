@@ -90,6 +90,60 @@ absl::Status AddRopeConstants(const PlanLaunch& l, int64_t head_dim, InstanceBui
   return absl::OkStatus();
 }
 
+// The paged_attention launch right after a q, k, v matmul (c.l) that reads
+// that matmul's k and v, or null.
+const PlanLaunch* AttentionOfKv(const Ctx& c) {
+  const size_t i = static_cast<size_t>(&c.l - c.plan.launches.data());
+  if (i + 1 >= c.plan.launches.size() || c.plan.launches[i + 1].op != "paged_attention") return nullptr;
+  const PlanLaunch& next = c.plan.launches[i + 1];
+  auto same = [&](const char* read, const char* written) {
+    const PlanBinding *r = next.Find(read), *w = c.l.Find(written);
+    return r != nullptr && w != nullptr && r->kind == PlanBinding::Kind::kArena &&
+           w->kind == PlanBinding::Kind::kArena && r->arena == w->arena;
+  };
+  return same("k", "result1") && same("v", "result2") ? &next : nullptr;
+}
+
+// Where a q, k, v matmul's decode variants can append k and v to the pages
+// themselves (matmul_decode.comp's APPEND_KV): the attention after it reads
+// them, its rotation (if any) takes interleaved pairs, and every weight's
+// rows are whole groups of the variants' R rows a subgroup (so a subgroup's
+// rows hold whole pairs of one weight). Then d skips the layer's kv_append
+// in decode-sized steps; else the decode variants stay as they are.
+void AddKvAppend(const Ctx& c, const std::vector<const PlanWeight*>& ws, int64_t rows, PlannedDispatch& d,
+                 const std::vector<InstanceBuilder*>& variants) {
+  const PlanLaunch* a = AttentionOfKv(c);
+  if (a == nullptr || ws.size() != 3 || rows % 2 != 0) return;
+  for (const PlanWeight* w : ws) {
+    if (Rows(*w) % rows != 0) return;
+  }
+  const PlanPagePool& pool = c.plan.pool;
+  absl::StatusOr<int64_t> kv_heads = a->Int("num_kv_heads"), head_dim = a->Int("head_dim"), layer = a->Int("layer");
+  if (!kv_heads.ok() || !head_dim.ok() || !layer.ok()) return;  // Attention() says why
+  if (*kv_heads != pool.kv_heads || *head_dim != pool.head_dim || *head_dim % 2 != 0 || *layer < 0 ||
+      *layer >= pool.layers || Rows(*ws[1]) != *kv_heads * *head_dim || Rows(*ws[2]) != Rows(*ws[1])) {
+    return;
+  }
+  const bool rope = a->constants.Find("rope_theta") != nullptr;
+  std::optional<RopeTable> table;
+  if (rope) {
+    absl::StatusOr<std::string> style = a->String("rope_style");
+    absl::StatusOr<RopeTable> t = RopeOf(*a);
+    if (!style.ok() || !t.ok() || *style == "half" || t->dims % 2 != 0 || t->dims > *head_dim) return;
+    table = *t;
+  }
+  for (InstanceBuilder* v : variants) {
+    v->Int("APPEND_KV", 1).Int("NUM_KV_HEADS", *kv_heads).Int("HEAD_DIM", *head_dim).Int("PAGE_SIZE", pool.page_size);
+    v->Int("KV_F16", pool.f16 ? 1 : 0).Int("HAS_ROPE", rope ? 1 : 0);
+    if (table) v->Int("ROPE_DIMS", table->dims).Int("ROPE_STYLE", 0);
+  }
+  d.appends_kv_layer = *layer;
+  if (table) {
+    d.appends_kv_rope = true;
+    d.rope = *table;
+  }
+}
+
 void AddWeightSlot(InstanceBuilder& b, int slot, const PlanWeight& w) {
   b.Set(absl::StrCat("W", slot), w.storage).Int(absl::StrCat("W", slot, "_COLS"), Cols(w));
 }
@@ -217,6 +271,9 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
     AddWeightSlot(coopmat, static_cast<int>(i), *ws[i]);
     d.weights[i] = ws[i]->name;
   }
+  std::vector<InstanceBuilder*> decode_variants = {&decode};
+  if (decode_dp4) decode_variants.push_back(&*decode_dp4);
+  AddKvAppend(c, ws, decode_rows, d, decode_variants);
   d.kernel = b.Build();
   d.decode_kernel = decode.Build();
   if (decode_dp4) d.decode_dp4_kernel = decode_dp4->Build();

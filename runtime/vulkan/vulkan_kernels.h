@@ -3,7 +3,8 @@
 // (which binds and dispatches them) read, so the two cannot disagree.
 //
 // A launch becomes one or more dispatches (paged_attention is kv_append then
-// paged_attention); each names a template of kernels-templates/vulkan and
+// paged_attention; decode steps skip the kv_append where the q, k, v matmul
+// before wrote the pages itself); each names a template of kernels-templates/vulkan and
 // its constants. The instance key (template + constants) names the SPIR-V
 // module in the artifact.
 #pragma once
@@ -73,7 +74,7 @@ struct PlannedDispatch {
   std::array<std::string, 3> weights;  // weight names of slots 0..2 ("" = unused)
   std::string vector_weight;           // binding 4 from a 1-D weight (gain, bias), or
   bool uses_rope_table = false;        // binding 4 is the table of `rope`
-  RopeTable rope;
+  RopeTable rope;                      // (or binding 3: appends_kv_rope below)
   int64_t layer = -1;                  // >= 0: binding 6 holds this layer's pages
   // Push constants in0, in1, out0, out1, out2 (role "" = unused).
   std::array<ArenaOperand, 2> inputs;
@@ -101,6 +102,12 @@ struct PlannedDispatch {
   // codes), run instead of decode_kernel where the device has them.
   std::optional<KernelInstance> decode_dp4_kernel;
   int64_t decode_dp4_columns_per_group = 1;  // its K slices counted in 64-element lane steps
+  // matmul of q, k and v: where >= 0, its decode variants also write k and
+  // v into this layer's pages (binding 6), k rotated by `rope` where
+  // appends_kv_rope (binding 3 holds its table), and the layer's kv_append
+  // dispatch is skipped in the buckets where they run.
+  int64_t appends_kv_layer = -1;
+  bool appends_kv_rope = false;
   // matmul: the shared-memory tiled variant (matmul_tiled.comp) for buckets
   // of at least tiled_min_bucket tokens, tiled_tokens_per_group x
   // tiled_columns_per_group outputs per workgroup.
