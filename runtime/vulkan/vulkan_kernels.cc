@@ -57,6 +57,7 @@ class InstanceBuilder {
 struct Ctx {
   const Plan& plan;
   const PlanLaunch& l;
+  size_t index;  // l is plan.launches[index]
 
   const PlanBinding* Arena(const std::string& role) const {
     const PlanBinding* b = l.Find(role);
@@ -93,9 +94,8 @@ absl::Status AddRopeConstants(const PlanLaunch& l, int64_t head_dim, InstanceBui
 // The paged_attention launch right after a q, k, v matmul (c.l) that reads
 // that matmul's k and v, or null.
 const PlanLaunch* AttentionOfKv(const Ctx& c) {
-  const size_t i = static_cast<size_t>(&c.l - c.plan.launches.data());
-  if (i + 1 >= c.plan.launches.size() || c.plan.launches[i + 1].op != "paged_attention") return nullptr;
-  const PlanLaunch& next = c.plan.launches[i + 1];
+  if (c.index + 1 >= c.plan.launches.size() || c.plan.launches[c.index + 1].op != "paged_attention") return nullptr;
+  const PlanLaunch& next = c.plan.launches[c.index + 1];
   auto same = [&](const char* read, const char* written) {
     const PlanBinding *r = next.Find(read), *w = c.l.Find(written);
     return r != nullptr && w != nullptr && r->kind == PlanBinding::Kind::kArena &&
@@ -579,8 +579,8 @@ std::string KernelInstance::Key() const { return absl::StrCat(template_name, " "
 
 absl::StatusOr<std::vector<std::vector<PlannedDispatch>>> PlanDispatches(const Plan& plan) {
   std::vector<std::vector<PlannedDispatch>> out;
-  for (const PlanLaunch& l : plan.launches) {
-    absl::StatusOr<std::vector<PlannedDispatch>> d = OneLaunch(Ctx{plan, l});
+  for (size_t i = 0; i < plan.launches.size(); ++i) {
+    absl::StatusOr<std::vector<PlannedDispatch>> d = OneLaunch(Ctx{plan, plan.launches[i], i});
     if (!d.ok()) return d.status();
     out.push_back(*std::move(d));
   }

@@ -4,9 +4,9 @@
 //
 // A launch becomes one or more dispatches (paged_attention is kv_append then
 // paged_attention; decode steps skip the kv_append where the q, k, v matmul
-// before wrote the pages itself); each names a template of kernels-templates/vulkan and
-// its constants. The instance key (template + constants) names the SPIR-V
-// module in the artifact.
+// before wrote the pages itself); each names a template of
+// kernels-templates/vulkan and its constants. The instance key (template +
+// constants) names the SPIR-V module in the artifact.
 #pragma once
 
 #include <array>
