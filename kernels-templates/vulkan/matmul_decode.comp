@@ -52,11 +52,11 @@ shared float ks_sums_[(WG / 4) * R * NACC];
 #endif
 
 // The staged activations. For the q4_K lanes on f32 (no DP4; DP4 below) in
-// the order the lanes read them: the eight 4-element words (f32; four 8-element words in f16) of lane
-// chunk c lie 32 words apart, side by side with those of chunks c + 1..c + 31,
-// so a subgroup's reads of one word touch every bank once (in K order, lanes
-// whose chunks start 64 elements apart would share banks). Other storages in
-// K order.
+// the order the lanes read them: the eight 4-element words (f32; four
+// 8-element words in f16) of lane chunk c lie 32 words apart, side by side
+// with those of chunks c + 1..c + 31, so a subgroup's reads of one word
+// touch every bank once (in K order, lanes whose chunks start 64 elements
+// apart would share banks). Other storages in K order.
 #if DP4
 #define XSTAGED ((XCHUNK + 2047) / 2048 * 2048)
 #elif Q4K_LANES

@@ -558,20 +558,20 @@ absl::Status VulkanExecutor::WriteDescriptorSets() {
       const Placed& p = from_copy ? copy->second : placed_weights_.at(d.planned.weights[slot]);
       info[slot] = VkDescriptorBufferInfo{from_copy ? weights_f16_.buffer : weights_.buffer, p.offset, (p.size + 3) / 4 * 4};
     }
+    // The rope table of d.planned.rope (at binding 4, or 3 for a matmul that appends k).
+    auto rope_table = [&](VkDescriptorBufferInfo* at) {
+      for (const auto& [t, p] : rope_tables_) {
+        if (t == d.planned.rope) *at = VkDescriptorBufferInfo{weights_.buffer, p.offset, p.size};
+      }
+    };
     if (!d.planned.vector_weight.empty()) {
       const Placed& p = placed_weights_.at(d.planned.vector_weight);
       info[4] = VkDescriptorBufferInfo{weights_.buffer, p.offset, p.size};
     } else if (d.planned.uses_rope_table) {
-      for (const auto& [t, p] : rope_tables_) {
-        if (t == d.planned.rope) info[4] = VkDescriptorBufferInfo{weights_.buffer, p.offset, p.size};
-      }
+      rope_table(&info[4]);
     }
     info[3] = VkDescriptorBufferInfo{io_.buffer, 0, VK_WHOLE_SIZE};
-    if (d.planned.appends_kv_rope) {
-      for (const auto& [t, p] : rope_tables_) {
-        if (t == d.planned.rope) info[3] = VkDescriptorBufferInfo{weights_.buffer, p.offset, p.size};
-      }
-    }
+    if (d.planned.appends_kv_rope) rope_table(&info[3]);
     info[5] = VkDescriptorBufferInfo{arena_.buffer, 0, VK_WHOLE_SIZE};
     if (const int64_t layer = std::max(d.planned.layer, d.planned.appends_kv_layer); layer >= 0) {
       const VkDeviceSize start = layer * layer_bytes;
