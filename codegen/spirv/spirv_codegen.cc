@@ -246,6 +246,7 @@ absl::StatusOr<std::vector<uint8_t>> GenerateVulkanKernels(const Plan& plan) {
       }
       if (d.decode_dp4_kernel) instances.emplace(d.decode_dp4_kernel->Key(), *d.decode_dp4_kernel);
       if (d.prefill_kernel) instances.emplace(d.prefill_kernel->Key(), *d.prefill_kernel);
+      if (d.fold_kernel) instances.emplace(d.fold_kernel->Key(), *d.fold_kernel);
     }
   }
   for (const vulkan::PlannedDispatch& own : {vulkan::CopyLogitsDispatch(plan), vulkan::GreedyIdsDispatch(plan)}) {

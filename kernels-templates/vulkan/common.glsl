@@ -17,7 +17,13 @@
 
 layout(local_size_x = WG) in;
 
-#if defined(USES_PARTIALS)
+#if defined(USES_PARTIALS) && defined(FOLD) && FOLD
+// paged_attention's FOLD: a split's last workgroup reads the partials the
+// others wrote in the same dispatch (coherent: from L2, never a stale L1),
+// after a count per (token, KV head) at the buffer's front says they are done.
+layout(std430, set = 0, binding = 0) coherent buffer Partials { float partial_[]; };
+layout(std430, set = 0, binding = 0) coherent buffer FoldCounts { uint fold_count_[]; };
+#elif defined(USES_PARTIALS)
 // Attention's split-K partials take the first weight slot (it has no weights).
 layout(std430, set = 0, binding = 0) buffer Partials { float partial_[]; };
 #else

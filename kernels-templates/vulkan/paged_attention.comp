@@ -16,15 +16,20 @@
 // row, the 32 loads of a 128-dim row took ~8 us a layer on the H200:
 // docs/perf/vulkan-h200.md, session 21). With one split the workgroup writes
 // the output; with more it writes (max, sum, weighted V) to the partials
-// (binding 0) and attention_combine merges them. Splits past the positions
-// (attention_chunk) return at once. (Merging in the last split's workgroup
-// instead of a combine dispatch measured slower on the H200:
-// docs/perf/vulkan-h200.md, session 19.)
+// (binding 0) and attention_combine merges them, or with FOLD the last of a
+// (token, KV head)'s splits to finish merges them itself (a count per
+// (token, KV head) in the buffer's first FOLD_COUNTS words, set back to 0 by
+// the merging workgroup), which saves the combine's dispatch and barrier.
+// Its merge loads every split's max and sum at once, then its weighted V
+// FOLD_BATCH splits at a time (session 19's fold, a chain of one L2 round
+// trip per split, lost to the combine: docs/perf/vulkan-h200.md). Splits
+// past the positions (attention_chunk) return at once.
 // Decode steps get many splits (few tokens, long contexts), prefill one.
 // Constants: NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, PAGE_SIZE, SCALE, HAS_ROPE
 // (+ ROPE_DIMS, ROPE_STYLE), USES_PARTIALS, VEC (4 where HEAD_DIM is a
 // multiple of 4, else 1), KV_F16 (pages of halves; VEC 4), TILE, WG (a
-// multiple of TILE).
+// multiple of TILE), FOLD (+ MAX_SPLITS: at most that many splits, in steps
+// of under MAX_SPLITS tokens).
 // Push constants: in0 q, out0, kv_base, kv_half, splits.
 // Launch shape: x = NUM_KV_HEADS, y = the bucket's tokens, z = splits.
 #if HAS_ROPE
@@ -39,6 +44,18 @@
 #define PARTS (WG / TILE)
 #define PER_PART ((SLICES + PARTS - 1) / PARTS)
 #define K_BATCH (PER_PART < 16 ? PER_PART : 16)
+#ifndef FOLD
+#define FOLD 0
+#endif
+#if FOLD
+#define FOLD_COUNTS uint(MAX_SPLITS * NUM_KV_HEADS)
+#define FOLD_BATCH 16
+shared float fold_m_[GROUP * MAX_SPLITS];
+shared float fold_l_[GROUP * MAX_SPLITS];
+shared uint last_;
+#else
+#define FOLD_COUNTS 0u
+#endif
 
 shared float q_[GROUP * HEAD_DIM];
 shared float part_[PARTS * GROUP * TILE];
@@ -69,6 +86,29 @@ VT q_slice(uint at) { return vec4(q_[at], q_[at + 1u], q_[at + 2u], q_[at + 3u])
 VT kv_slice(uint at, uint i) { return kv[at + i]; }
 VT q_slice(uint at) { return q_[at]; }
 #define VDOT(a, b) ((a) * (b))
+#endif
+
+// Output slice c of query head h for token t.
+void write_out(uint t, uint h, uint c, VT v) {
+  const uint dst = pc.out0 + (t * NUM_HEADS + h) * HEAD_DIM + c * VEC;
+#if VEC == 4
+  arena[dst] = v.x;
+  arena[dst + 1u] = v.y;
+  arena[dst + 2u] = v.z;
+  arena[dst + 3u] = v.w;
+#else
+  arena[dst] = v;
+#endif
+}
+
+#if FOLD
+VT partial_slice(uint at) {
+#if VEC == 4
+  return vec4(partial_[at], partial_[at + 1u], partial_[at + 2u], partial_[at + 3u]);
+#else
+  return partial_[at];
+#endif
+}
 #endif
 
 void main() {
@@ -173,20 +213,11 @@ void main() {
     if (o >= OUTS) break;
     const uint head = o / SLICES, c = o % SLICES, h = h0 + head;
     if (pc.splits == 1u) {
-      const VT v = acc[i] / l[i];
-      const uint dst = pc.out0 + (t * NUM_HEADS + h) * HEAD_DIM + c * VEC;
-#if VEC == 4
-      arena[dst] = v.x;
-      arena[dst + 1u] = v.y;
-      arena[dst + 2u] = v.z;
-      arena[dst + 3u] = v.w;
-#else
-      arena[dst] = v;
-#endif
+      write_out(t, h, c, acc[i] / l[i]);
       continue;
     }
-    // [token][head][split]: max, sum, then HEAD_DIM weighted V (an empty split: -inf, 0, 0...).
-    const uint at = ((t * NUM_HEADS + h) * pc.splits + split) * (HEAD_DIM + 2u);
+    // [token][head][split]: max, sum, then HEAD_DIM weighted V.
+    const uint at = FOLD_COUNTS + ((t * NUM_HEADS + h) * pc.splits + split) * (HEAD_DIM + 2u);
     if (c == 0u) {
       partial_[at] = m[i];
       partial_[at + 1u] = l[i];
@@ -200,4 +231,46 @@ void main() {
     partial_[at + 2u + c] = acc[i];
 #endif
   }
+#if FOLD
+  if (pc.splits == 1u) return;
+  // Every thread's partials are written before the count says so; the
+  // workgroup that brings the count to `used` merges (as attention_combine).
+  memoryBarrierBuffer();
+  barrier();
+  if (tid == 0u) last_ = atomicAdd(fold_count_[t * NUM_KV_HEADS + g], 1u) == used - 1u ? 1u : 0u;
+  barrier();
+  if (last_ == 0u) return;
+  memoryBarrierBuffer();
+  // The group's heads' maxima and sums, every split's at once.
+  const uint base = FOLD_COUNTS + (t * NUM_HEADS + h0) * pc.splits * (HEAD_DIM + 2u);
+  for (uint i = tid; i < GROUP * used; i += WG) {
+    const uint at = base + ((i / used) * pc.splits + i % used) * (HEAD_DIM + 2u);
+    fold_m_[i] = partial_[at];
+    fold_l_[i] = partial_[at + 1u];
+  }
+  barrier();
+  for (uint i = 0u; i < PER_THREAD; ++i) {
+    const uint o = tid + i * WG;
+    if (o >= OUTS) break;
+    const uint head = o / SLICES, c = o % SLICES;
+    float mx = fold_m_[head * used];
+    for (uint s = 1u; s < used; ++s) mx = max(mx, fold_m_[head * used + s]);
+    // Every split has positions (s < used), so every weight is finite.
+    const uint at0 = base + head * pc.splits * (HEAD_DIM + 2u) + 2u + c * VEC;
+    float sum = 0.0;
+    VT a = VT(0.0);
+    for (uint s0 = 0u; s0 < used; s0 += FOLD_BATCH) {
+      VT v[FOLD_BATCH];
+      for (uint b = 0u; b < FOLD_BATCH; ++b) v[b] = partial_slice(at0 + min(s0 + b, used - 1u) * (HEAD_DIM + 2u));
+      for (uint b = 0u; b < FOLD_BATCH; ++b) {
+        if (s0 + b >= used) break;
+        const float w = exp(fold_m_[head * used + s0 + b] - mx);
+        sum += fold_l_[head * used + s0 + b] * w;
+        a += w * v[b];
+      }
+    }
+    write_out(t, h0 + head, c, a / sum);
+  }
+  if (tid == 0u) fold_count_[t * NUM_KV_HEADS + g] = 0u;  // for the next layer's dispatch
+#endif
 }

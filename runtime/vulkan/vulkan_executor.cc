@@ -85,6 +85,7 @@ class VulkanExecutor final : public Executor {
     VkPipeline tiled_pipeline = VK_NULL_HANDLE;   // where planned.tiled_kernel is set
     // planned.prefill_kernel where the device and the artifact have it.
     VkPipeline prefill_attention_pipeline = VK_NULL_HANDLE;
+    VkPipeline fold_pipeline = VK_NULL_HANDLE;  // planned.fold_kernel, where split steps fold the combine
     // The prefill variant tiled_pipeline runs: its tile and its profile label.
     int64_t tiled_tokens = 1, tiled_columns = 1;
     const char* tiled_label = " (tiled)";
@@ -150,6 +151,9 @@ class VulkanExecutor final : public Executor {
   // reads, except f16 weights (read in place); empty without the copy.
   std::map<std::string, Placed> placed_f16_;
   bool f16_prefill_ = false;  // the tensor-core prefill may run on f16 rows
+  // Split steps merge attention's partials in the attention dispatch
+  // (paged_attention's FOLD) instead of attention_combine's.
+  bool fold_combine_ = false;
   int64_t f16_copy_bytes_ = 0;
   int64_t act_f16_halves_ = 0;
   int64_t silu_floats_ = 0;
@@ -412,6 +416,15 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
   // KILN_VULKAN_PREFILL_ATTENTION=0 keeps a workgroup per token.
   const char* prefill_env = std::getenv("KILN_VULKAN_PREFILL_ATTENTION");
   const bool prefill_attention = prefill_env == nullptr || std::string_view(prefill_env) != "0";
+  // Split steps' attention merges its own partials where the artifact has
+  // every attention's FOLD instance (no combine dispatch and barrier);
+  // KILN_VULKAN_FOLD_COMBINE=0 keeps attention_combine.
+  const char* fold_env = std::getenv("KILN_VULKAN_FOLD_COMBINE");
+  fold_combine_ = fold_env == nullptr || std::string_view(fold_env) != "0";
+  for (const Dispatch& d : dispatches_) {
+    if (!d.planned.uses_partials || d.planned.only_when_split) continue;
+    fold_combine_ = fold_combine_ && d.planned.fold_kernel && module_keys_.count(d.planned.fold_kernel->Key()) > 0;
+  }
   for (Dispatch& d : dispatches_) {
     absl::StatusOr<VkPipeline> p = pipeline_for(d.planned.kernel);
     if (!p.ok()) return p.status();
@@ -482,6 +495,11 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
       absl::StatusOr<VkPipeline> prefill = pipeline_for(*d.planned.prefill_kernel);
       if (!prefill.ok()) return prefill.status();
       d.prefill_attention_pipeline = *prefill;
+    }
+    if (fold_combine_ && d.planned.fold_kernel) {
+      absl::StatusOr<VkPipeline> fold = pipeline_for(*d.planned.fold_kernel);
+      if (!fold.ok()) return fold.status();
+      d.fold_pipeline = *fold;
     }
   }
   return absl::OkStatus();
@@ -666,7 +684,7 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
   int64_t appended_layer = -1;  // the layer whose k and v rows a matmul wrote into its pages
   for (const Dispatch& d : dispatches_) {
     const PlannedDispatch& p = d.planned;
-    if (p.only_when_split && splits == 1) continue;
+    if (p.only_when_split && (splits == 1 || fold_combine_)) continue;
     if (p.only_when_tiled && B < p.tiled_min_bucket) continue;
     if (d.role == (greedy ? Role::kCopyLogits : Role::kGreedyIds)) continue;
     if (p.kernel.template_name == "kv_append" && p.layer == appended_layer) continue;
@@ -771,11 +789,12 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
         tiled_columns /= 2;
       }
     }
-    const VkPipeline pipeline = decode_variant      ? d.decode_pipeline
-                                : small_tiles       ? d.small_pipeline
-                                : tiled_variant     ? d.tiled_pipeline
-                                : prefill_attention ? d.prefill_attention_pipeline
-                                                    : d.pipeline;
+    const VkPipeline pipeline = decode_variant                                   ? d.decode_pipeline
+                                : small_tiles                                    ? d.small_pipeline
+                                : tiled_variant                                  ? d.tiled_pipeline
+                                : prefill_attention                              ? d.prefill_attention_pipeline
+                                : splits > 1 && d.fold_pipeline != VK_NULL_HANDLE ? d.fold_pipeline
+                                                                                 : d.pipeline;
     const int64_t wg = p.kernel.workgroup_size;
     const int64_t tokens_per_group = decode_variant ? 1 : tiled_variant ? tiled_tokens : p.shape.tokens_per_group;
     const int64_t decode_columns =
@@ -1012,13 +1031,18 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   absl::StatusOr<Buffer> kv = dev_.CreateBuffer(plan_.pool.layers * layer_kv_bytes, false, "KV pages");
   if (!kv.ok()) return kv.status();
   kv_ = *kv;
-  // Split-K attention partials: the most any bucket's attention writes.
-  int64_t partial_floats = 1;
+  // Split-K attention partials: the most any bucket's attention writes,
+  // after the fold's counts (a word per (token, KV head) of a split step,
+  // which has fewer than kMaxAttentionSplits tokens; zeroed below).
+  const int64_t fold_counts = kMaxAttentionSplits * plan_.pool.kv_heads;
+  int64_t partial_floats = fold_counts + 1;
   for (const Dispatch& d : dispatches_) {
     if (!d.planned.uses_partials || d.planned.only_when_split) continue;
     for (int64_t b : plan_.buckets) {
       const int64_t s = AttentionSplits(b, max_attention_splits_);
-      if (s > 1) partial_floats = std::max(partial_floats, b * d.planned.shape.heads * s * (plan_.pool.head_dim + 2));
+      if (s > 1) {
+        partial_floats = std::max(partial_floats, fold_counts + b * d.planned.shape.heads * s * (plan_.pool.head_dim + 2));
+      }
     }
   }
   absl::StatusOr<Buffer> partials = dev_.CreateBuffer(partial_floats * 4, false, "attention partials");
@@ -1056,6 +1080,7 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   if (absl::Status s = dev_.RunOnce([&](VkCommandBuffer cb) {
         dev_.api().vkCmdFillBuffer(cb, kv_.buffer, 0, VK_WHOLE_SIZE, 0);
         dev_.api().vkCmdFillBuffer(cb, arena_.buffer, 0, VK_WHOLE_SIZE, 0);
+        dev_.api().vkCmdFillBuffer(cb, partials_.buffer, 0, VK_WHOLE_SIZE, 0);  // the fold's counts
       });
       !s.ok()) {
     return s;

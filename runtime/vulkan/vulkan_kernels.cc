@@ -445,6 +445,8 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
     if (absl::Status s = AddRopeConstants(l, *head_dim, attend, d); !s.ok()) return s;
   }
   d.kernel = attend.Build();
+  // Split steps: the same with the combine folded in (its own merge).
+  d.fold_kernel = InstanceBuilder(attend).Int("FOLD", 1).Int("MAX_SPLITS", kMaxAttentionSplits).Build();
   // Prefill-sized steps: 32 query rows (QT tokens x the group's heads) a
   // workgroup over K and V tiles of kPrefillTile rows in shared memory
   // (16 KB at most: lavapipe has 32 KB), LPR lanes a row.

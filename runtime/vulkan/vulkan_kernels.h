@@ -84,6 +84,9 @@ struct PlannedDispatch {
   // is AttentionSplits(B, ...); a combine runs only where that is above 1.
   bool uses_partials = false;
   bool only_when_split = false;
+  // paged_attention: the variant whose last split merges the partials
+  // itself (FOLD), run in split steps instead of kernel + the combine.
+  std::optional<KernelInstance> fold_kernel;
   // row_rms.comp: runs only in buckets of at least tiled_min_bucket tokens,
   // where the normed matmul after it runs a tiled variant (which reads its
   // 1 / rms per token instead of every workgroup summing its tokens' rows).

@@ -763,37 +763,66 @@ TEST(VulkanKernels, QkvMatmulAppendsKvInDecodeSteps) {
   }
 }
 
+// The attention_combine dispatches that `step` runs (after `steps_before`),
+// or -1 where the device cannot time them.
+int CombinesInStep(const TestPlan& tp, int64_t out, int64_t width, const std::vector<StepBatch>& steps_before,
+                   const StepBatch& step, int64_t num_pages, int64_t max_attention_splits) {
+  absl::StatusOr<Plan> plan = tp.Build(out, width);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (!plan.ok()) return -1;
+  std::string skip;
+  std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), num_pages, &skip, max_attention_splits);
+  if (gpu == nullptr) return -1;
+  for (const StepBatch& b : steps_before) EXPECT_TRUE(gpu->Step(b).ok());
+  absl::StatusOr<std::vector<KernelTime>> times = gpu->ProfileStep(step);
+  if (!times.ok()) return -1;
+  int combines = 0;
+  for (const KernelTime& t : *times) combines += t.kernel == "attention_combine" ? 1 : 0;
+  return combines;
+}
+
 // Decode over a long context: attention splits its positions over several
-// workgroups (split-K) and a combine merges them; a 100-token prefill runs
-// unsplit in the large bucket first.
+// workgroups (split-K) and the last of them to finish merges them (or, with
+// KILN_VULKAN_FOLD_COMBINE=0, a combine dispatch does); a 100-token prefill
+// runs unsplit in the large bucket first.
 TEST(VulkanKernels, PagedAttentionSplitKDecodeOverALongContext) {
   for (const bool f16 : {false, true}) {
-    TestPlan tp({1, 2, 128});
-    tp.SetPool(1, 2, 16, 16, 256, f16);
-    const int64_t vocab = 13, qw = 4 * 16;
-    const int64_t out = AddAttention(tp, 4, 2, 16, 16, "half", vocab);
-    const std::vector<StepBatch> steps = {
-        MakeBatch({{0, 100, 0}}, 8, vocab, tp.rng()), MakeBatch({{100, 1, 0}}, 8, vocab, tp.rng()),
-        MakeBatch({{101, 1, 0}, {0, 1, 1}}, 8, vocab, tp.rng()), MakeBatch({{102, 1, 0}}, 8, vocab, tp.rng())};
-    ExpectSameOutputs(tp, out, qw, steps, 16, f16 ? "split-K attention, f16 pages" : "split-K attention");
+    for (const bool fold : {true, false}) {
+      const testing::ScopedEnv env("KILN_VULKAN_FOLD_COMBINE", fold ? nullptr : "0");
+      TestPlan tp({1, 2, 128});
+      tp.SetPool(1, 2, 16, 16, 256, f16);
+      const int64_t vocab = 13, qw = 4 * 16;
+      const int64_t out = AddAttention(tp, 4, 2, 16, 16, "half", vocab);
+      const std::vector<StepBatch> steps = {
+          MakeBatch({{0, 100, 0}}, 8, vocab, tp.rng()), MakeBatch({{100, 1, 0}}, 8, vocab, tp.rng()),
+          MakeBatch({{101, 1, 0}, {0, 1, 1}}, 8, vocab, tp.rng()), MakeBatch({{102, 1, 0}}, 8, vocab, tp.rng())};
+      const std::string what = absl::StrCat("split-K attention", f16 ? ", f16 pages" : "", fold ? ", folded" : "");
+      ExpectSameOutputs(tp, out, qw, steps, 16, what);
+      const int combines = CombinesInStep(tp, out, qw, {steps[0]}, steps[1], 16, 0);
+      if (combines >= 0) EXPECT_EQ(combines, fold ? 0 : 1) << what;
+    }
   }
 }
 
 // A GPU's 64 splits (lavapipe runs 4 unless told) over a 700-position
-// context: 22 splits hold positions, so attention_combine merges more than
-// one batch of them; llama3's head shape, whose score phase splits each K
-// row in four parts.
+// context: 22 splits hold positions, so the merge takes more than one batch
+// of them; llama3's head shape, whose score phase splits each K row in four
+// parts. Folded and with attention_combine.
 TEST(VulkanKernels, PagedAttentionDecodeOverManySplits) {
-  TestPlan tp({1, 2, 128});
-  tp.SetPool(1, 2, 128, 16, 768);
-  const int64_t vocab = 13, qw = 8 * 128;
-  const int64_t out = AddAttention(tp, 8, 2, 128, 16, "half", vocab);
-  std::vector<StepBatch> steps;
-  for (int32_t at = 0; at < 640; at += 128) steps.push_back(MakeBatch({{at, 128, 0}}, 48, vocab, tp.rng()));
-  steps.push_back(MakeBatch({{640, 60, 0}}, 48, vocab, tp.rng()));
-  steps.push_back(MakeBatch({{700, 1, 0}}, 48, vocab, tp.rng()));
-  steps.push_back(MakeBatch({{701, 2, 0}}, 48, vocab, tp.rng()));
-  ExpectSameOutputs(tp, out, qw, steps, 48, "attention over 64 splits", kTolerance, 0, 64);
+  for (const bool fold : {true, false}) {
+    const testing::ScopedEnv env("KILN_VULKAN_FOLD_COMBINE", fold ? nullptr : "0");
+    TestPlan tp({1, 2, 128});
+    tp.SetPool(1, 2, 128, 16, 768);
+    const int64_t vocab = 13, qw = 8 * 128;
+    const int64_t out = AddAttention(tp, 8, 2, 128, 16, "half", vocab);
+    std::vector<StepBatch> steps;
+    for (int32_t at = 0; at < 640; at += 128) steps.push_back(MakeBatch({{at, 128, 0}}, 48, vocab, tp.rng()));
+    steps.push_back(MakeBatch({{640, 60, 0}}, 48, vocab, tp.rng()));
+    steps.push_back(MakeBatch({{700, 1, 0}}, 48, vocab, tp.rng()));
+    steps.push_back(MakeBatch({{701, 2, 0}}, 48, vocab, tp.rng()));
+    ExpectSameOutputs(tp, out, qw, steps, 48, fold ? "attention over 64 splits, folded" : "attention over 64 splits",
+                      kTolerance, 0, 64);
+  }
 }
 
 }  // namespace
