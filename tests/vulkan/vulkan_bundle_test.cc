@@ -96,9 +96,10 @@ TEST(VulkanBundle, EveryModulePassesSpirvVal) {
   // [16, 256]: the same instance) and once for the QKV, with the kernel
   // that makes the f16 copy for each storage but f16 (the QKV's q4_K is the
   // plain q4_K's); the rest once each (elementwise: four ops; attention
-  // also its query-tiled prefill variant; argmax also as the greedy steps'
-  // last dispatch, TO_HOST; row_rms before the normed QKV's tiled variants).
-  EXPECT_EQ(modules->size(), 4 * (15u + 1) + 2 + 2 + 14 + 4 + 12 + (next ? 3 : 0));
+  // also its query-tiled prefill variant and its split steps' FOLD variant;
+  // argmax also as the greedy steps' last dispatch, TO_HOST; row_rms before
+  // the normed QKV's tiled variants).
+  EXPECT_EQ(modules->size(), 4 * (15u + 1) + 2 + 2 + 14 + 4 + 13 + (next ? 3 : 0));
   int f16_rows = 0, to_host = 0;
   for (const vulkan::SpirvModule& m : *modules) {
     f16_rows += m.template_name == "matmul_coopmat" && absl::StrContains(m.constants, "F16W=1") ? 1 : 0;
