@@ -39,7 +39,7 @@ void main() {
   }
   const int id = int(best_index_[0] == 0xFFFFFFFFu ? 0u : best_index_[0]);
 #if TO_HOST
-  if (tid == 0u) host_io[io[IO_LOGITS_OUT] + int(r)] = id;
+  if (tid == 0u) host_io[io_start(IO_LOGITS_OUT) + int(r)] = id;
 #else
   if (tid == 0u) arena[pc.out0 + r] = intBitsToFloat(id);
 #endif

@@ -45,7 +45,10 @@ layout(std430, set = 0, binding = 7) buffer Io { int io[]; };
 
 // Per-dispatch values recorded into the command buffer: arena offsets (in
 // floats) of the launch's operands for the bucket, whether its rows are the
-// step's T tokens or its R logit rows, and where the layer's pages start.
+// step's T tokens or its R logit rows, where the layer's pages start, the
+// bucket, and where the io fields start (the header's entries from
+// IO_TOKENS on, which never change): each read of the header was one more
+// memory round trip at the start of a dispatch.
 layout(push_constant) uniform Params {
   uint in0;
   uint in1;
@@ -58,6 +61,8 @@ layout(push_constant) uniform Params {
   uint splits;   // attention: workgroups that share one (token, head)
   uint tokens_first;  // matmul_coopmat: token tiles fastest in the workgroup order
   uint row_rms;       // tiled matmuls with a norm: arena offset of each token's 1 / rms (row_rms.comp)
+  uint bucket;        // tokens the step's bucket holds (a 1-token bucket's steps have T = 1)
+  int io_field[7];    // io[IO_TOKENS + i]: where field IO_TOKENS + i starts in io
 } pc;
 
 // The step inputs' header (runtime/vulkan/vulkan_executor.cc writes the same layout).
@@ -73,9 +78,10 @@ layout(push_constant) uniform Params {
 #define IO_BLOCK_TABLES 9
 #define IO_LOGITS_OUT 10
 
-uint step_tokens() { return uint(io[IO_T]); }
-uint launch_rows() { return pc.rows_are_logit_rows != 0u ? uint(io[IO_R]) : uint(io[IO_T]); }
-int io_at(int field, uint i) { return io[io[field] + int(i)]; }
+uint step_tokens() { return pc.bucket == 1u ? 1u : uint(io[IO_T]); }
+uint launch_rows() { return pc.rows_are_logit_rows != 0u ? uint(io[IO_R]) : step_tokens(); }
+int io_start(int field) { return pc.io_field[field - IO_TOKENS]; }
+int io_at(int field, uint i) { return io[io_start(field) + int(i)]; }
 
 // The sequence of token t: the s with query_starts[s] <= t < query_starts[s + 1].
 uint sequence_of(uint t) {

@@ -5,7 +5,7 @@
 // Launch shape: x = workgroups striding over bucket * WIDTH elements.
 void main() {
   const uint n = uint(io[IO_R]) * WIDTH;
-  const int at = io[IO_LOGITS_OUT];
+  const int at = io_start(IO_LOGITS_OUT);
   for (uint i = gl_GlobalInvocationID.x; i < n; i += gl_NumWorkGroups.x * WG) {
     host_io[at + int(i)] = floatBitsToInt(arena[pc.in0 + i]);
   }

@@ -41,6 +41,8 @@ struct PushConstants {
   uint32_t splits = 1;
   uint32_t tokens_first = 0;
   uint32_t row_rms = 0;
+  uint32_t bucket = 0;
+  int32_t io_field[7] = {};  // io_offsets_[kIoTokens + i]
 };
 
 
@@ -695,6 +697,8 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
     const PlanLaunch* l = d.launch < plan_.launches.size() ? &plan_.launches[d.launch] : nullptr;
     std::vector<Access> reads, writes;
     PushConstants pc;
+    pc.bucket = static_cast<uint32_t>(B);
+    for (int f = kIoTokens; f <= kIoLogitsOut; ++f) pc.io_field[f - kIoTokens] = static_cast<int32_t>(io_offsets_[f]);
     if (p.uses_partials) {
       pc.splits = static_cast<uint32_t>(splits);
       if (splits > 1) (p.only_when_split ? reads : writes).push_back({3, 0, static_cast<int64_t>(partials_.size)});
