@@ -804,23 +804,23 @@ TEST(VulkanKernels, PagedAttentionSplitKDecodeOverALongContext) {
   }
 }
 
-// A GPU's 64 splits (lavapipe runs 4 unless told) over a 700-position
-// context: 22 splits hold positions, so the merge takes more than one batch
-// of them; llama3's head shape, whose score phase splits each K row in four
-// parts. Folded and with attention_combine.
+// A GPU's 64 splits (lavapipe runs 4 unless told) over an 1100-position
+// context: 35 splits of 32 positions hold positions, so the folded merge
+// takes more than one batch of them; llama3's head shape, whose score phase
+// splits each K row in four parts. Folded and with attention_combine.
 TEST(VulkanKernels, PagedAttentionDecodeOverManySplits) {
   for (const bool fold : {true, false}) {
     const testing::ScopedEnv env("KILN_VULKAN_FOLD_COMBINE", fold ? nullptr : "0");
     TestPlan tp({1, 2, 128});
-    tp.SetPool(1, 2, 128, 16, 768);
+    tp.SetPool(1, 2, 128, 16, 1152);
     const int64_t vocab = 13, qw = 8 * 128;
     const int64_t out = AddAttention(tp, 8, 2, 128, 16, "half", vocab);
     std::vector<StepBatch> steps;
-    for (int32_t at = 0; at < 640; at += 128) steps.push_back(MakeBatch({{at, 128, 0}}, 48, vocab, tp.rng()));
-    steps.push_back(MakeBatch({{640, 60, 0}}, 48, vocab, tp.rng()));
-    steps.push_back(MakeBatch({{700, 1, 0}}, 48, vocab, tp.rng()));
-    steps.push_back(MakeBatch({{701, 2, 0}}, 48, vocab, tp.rng()));
-    ExpectSameOutputs(tp, out, qw, steps, 48, fold ? "attention over 64 splits, folded" : "attention over 64 splits",
+    for (int32_t at = 0; at < 1024; at += 128) steps.push_back(MakeBatch({{at, 128, 0}}, 72, vocab, tp.rng()));
+    steps.push_back(MakeBatch({{1024, 76, 0}}, 72, vocab, tp.rng()));
+    steps.push_back(MakeBatch({{1100, 1, 0}}, 72, vocab, tp.rng()));
+    steps.push_back(MakeBatch({{1101, 2, 0}}, 72, vocab, tp.rng()));
+    ExpectSameOutputs(tp, out, qw, steps, 72, fold ? "attention over 64 splits, folded" : "attention over 64 splits",
                       kTolerance, 0, 64);
   }
 }
