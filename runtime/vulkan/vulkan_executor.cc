@@ -793,12 +793,13 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
         tiled_columns /= 2;
       }
     }
-    const VkPipeline pipeline = decode_variant                                   ? d.decode_pipeline
-                                : small_tiles                                    ? d.small_pipeline
-                                : tiled_variant                                  ? d.tiled_pipeline
-                                : prefill_attention                              ? d.prefill_attention_pipeline
-                                : splits > 1 && d.fold_pipeline != VK_NULL_HANDLE ? d.fold_pipeline
-                                                                                 : d.pipeline;
+    const bool folded = splits > 1 && d.fold_pipeline != VK_NULL_HANDLE;
+    const VkPipeline pipeline = decode_variant      ? d.decode_pipeline
+                                : small_tiles       ? d.small_pipeline
+                                : tiled_variant     ? d.tiled_pipeline
+                                : prefill_attention ? d.prefill_attention_pipeline
+                                : folded            ? d.fold_pipeline
+                                                    : d.pipeline;
     const int64_t wg = p.kernel.workgroup_size;
     const int64_t tokens_per_group = decode_variant ? 1 : tiled_variant ? tiled_tokens : p.shape.tokens_per_group;
     const int64_t decode_columns =
@@ -1045,7 +1046,8 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
     for (int64_t b : plan_.buckets) {
       const int64_t s = AttentionSplits(b, max_attention_splits_);
       if (s > 1) {
-        partial_floats = std::max(partial_floats, fold_counts + b * d.planned.shape.heads * s * (plan_.pool.head_dim + 2));
+        partial_floats =
+            std::max(partial_floats, fold_counts + b * d.planned.shape.heads * s * (plan_.pool.head_dim + 2));
       }
     }
   }
