@@ -16,7 +16,7 @@
 # a push constant block may be shorter than what the runtime pushes).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-[ $# -ge 2 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
 name=$1 rev=$2 type=${3:-q4_k} targets=${4:-vulkan}
 kiln=${KILN_BUILD_DIR:-$root/build}/tools/kiln/kiln
 model=${KILN_SYNTH_DIR:-$HOME/.cache/kiln/synth}/llama3-8b-$type.gguf
