@@ -1,5 +1,6 @@
 // End-to-end tests of the kiln binary: exit codes, messages and the output
 // contracts that later checks rely on.
+#include <algorithm>
 #include <fstream>
 
 #include "gmock/gmock.h"
@@ -95,6 +96,10 @@ TEST(KilnCli, SynthTinyThenInspect) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("21 tensors"));
   EXPECT_THAT(r.output, HasSubstr("(random weights)"));
+  // Not a terminal: progress a line per tenth of the tensors, no carriage returns.
+  EXPECT_THAT(r.output, HasSubstr("synth: tensor 21/21\n"));
+  EXPECT_EQ(r.output.find('\r'), std::string::npos);
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 11) << r.output;
   r = RunKiln("inspect " + Quote(out));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("vocab 512, embedding 256, layers 2, heads 4 (kv heads 2, group 2), head dim 64, "

@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 
@@ -38,9 +40,16 @@ int RunSynth(int argc, char** argv) {
   SynthOptions options{*preset, *type, static_cast<uint64_t>(*seed), static_cast<int>(*threads)};
   const std::string path = args.Get("output");
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<SynthReport> report = SynthesizeModel(options, path, [](size_t done, size_t total) {
-    std::fprintf(stderr, "\rsynth: tensor %zu/%zu", done, total);
-    if (done == total) std::fprintf(stderr, "\n");
+  // A terminal gets one line redrawn per tensor; a log (not a terminal) a
+  // line per tenth of the tensors, not hundreds of carriage returns.
+  const bool terminal = isatty(fileno(stderr)) != 0;
+  absl::StatusOr<SynthReport> report = SynthesizeModel(options, path, [terminal](size_t done, size_t total) {
+    if (terminal) {
+      std::fprintf(stderr, "\rsynth: tensor %zu/%zu", done, total);
+      if (done == total) std::fprintf(stderr, "\n");
+    } else if (done == total || done * 10 / total != (done - 1) * 10 / total) {
+      std::fprintf(stderr, "synth: tensor %zu/%zu\n", done, total);
+    }
   });
   if (!report.ok()) return Fail("synth", std::string(report.status().message()));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
