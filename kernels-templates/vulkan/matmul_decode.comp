@@ -45,6 +45,10 @@
 #include_reduce
 #if defined(APPEND_KV)
 #include_kv_pages
+#if HAS_ROPE
+#define ROPE_TABLE rope_
+#include_rope
+#endif
 #endif
 #if KS > 1
 // Each subgroup's R x NACC sums (room for subgroups as narrow as 4 lanes).
@@ -504,10 +508,9 @@ void main() {
 #if HAS_ROPE
           const uint d = c % HEAD_DIM;
           if (slot == 1u && d < ROPE_DIMS) {
-            const uint i = (pos * (ROPE_DIMS / 2u) + d / 2u) * 2u;
-            const float cs = rope_[i], sn = rope_[i + 1u], a0 = a;
-            a = a0 * cs - b * sn;
-            b = a0 * sn + b * cs;
+            const vec2 rotated = rope_pair(d / 2u, pos, a, b);
+            a = rotated.x;
+            b = rotated.y;
           }
 #endif
           put_pair(at, c, a, b);

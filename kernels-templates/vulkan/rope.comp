@@ -20,9 +20,9 @@ void main() {
 #else
       const uint a = j, b = j + ROPE_PAIRS;
 #endif
-      const float ra = rope_element(src, a, pos), rb = rope_element(src, b, pos);
-      arena[dst + a] = ra;
-      arena[dst + b] = rb;
+      const vec2 r = rope_pair(j, pos, arena[src + a], arena[src + b]);
+      arena[dst + a] = r.x;
+      arena[dst + b] = r.y;
     } else {
       const uint c = ROPE_DIMS + (j - ROPE_PAIRS);
       arena[dst + c] = arena[src + c];
