@@ -21,6 +21,11 @@ constexpr uint32_t kCopySpirv[] = {
 };
 constexpr uint32_t kCopyThreads = 256;  // local_size_x of bandwidth_probe.comp
 
+// boundary_probe.comp compiled to SPIR-V (see that file).
+constexpr uint32_t kBoundarySpirv[] = {
+#include "runtime/vulkan/boundary_probe_spirv.inc"
+};
+
 // matmul_probe.comp's variants (tile shapes) compiled to SPIR-V.
 struct MatmulProbeVariant {
   uint32_t bm, bn, bk, threads;
@@ -160,6 +165,102 @@ absl::StatusOr<double> ProbeMatmul(VulkanDevice& dev, std::string* what) {
   return best;
 }
 
+// What moving from one phase of a step to the next costs (boundary_probe.comp):
+// an empty dispatch of the decode launches' size (4 workgroups a compute unit)
+// with its barrier, and, where every workgroup is resident (a GPU that says
+// how many compute units it has), a device-wide barrier inside one dispatch of
+// 1 and 4 workgroups a unit. A line for the probe's description.
+absl::StatusOr<std::string> ProbeBoundaries(VulkanDevice& dev) {
+  const uint32_t units = dev.compute_units();
+  const bool resident = dev.props().deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU && units > 0;
+  const uint32_t groups = 4 * std::max(1u, units);
+  const VkDeviceSize bytes = 16 + 4 * 64 + 8 * VkDeviceSize{groups};  // boundary_probe.comp's Sync
+  absl::StatusOr<Buffer> sync = dev.CreateBuffer(bytes, false, "boundary probe");
+  if (!sync.ok()) return sync.status();
+  absl::StatusOr<Buffer> host = dev.CreateBuffer(16, true, "boundary probe readback");
+  if (!host.ok()) {
+    dev.DestroyBuffer(*sync);
+    return host.status();
+  }
+  std::string line;
+  absl::Status s = [&]() -> absl::Status {
+    ProbePipeline probe(dev);
+    const Buffer* buffers[] = {&*sync};
+    if (absl::Status c = probe.Create(kBoundarySpirv, buffers, 3 * sizeof(uint32_t), "of the boundary probe"); !c.ok()) {
+      return c;
+    }
+    constexpr int kDispatches = 2000;
+    const uint32_t empty[] = {0, 0, 0};
+    absl::StatusOr<double> t = TimeRuns(
+        dev, [&](VkCommandBuffer cb, int n) { probe.Record(cb, empty, groups, 1, n); }, kDispatches);
+    if (!t.ok()) return t.status();
+    line = absl::StrFormat("dispatch boundary %.2f us (an empty dispatch of %u workgroups and its barrier)",
+                           *t / kDispatches * 1e6, groups);
+    if (!resident) {
+      absl::StrAppend(&line, "; no device-wide barrier probe (",
+                      units == 0 ? "the driver does not say how many compute units the device has"
+                                 : "a CPU implementation runs its workgroups a few at a time",
+                      ")");
+      return absl::OkStatus();
+    }
+    // Seconds of one dispatch of `g` workgroups passing `phases` barriers,
+    // the count zeroed first; its errors and timeouts read back.
+    uint32_t counts[4] = {};
+    auto run = [&](uint32_t g, uint32_t phases, uint32_t two_level) -> absl::StatusOr<double> {
+      const uint32_t push[] = {phases, 1u << 20, two_level};  // a waiting workgroup spins ~10 times
+      const auto start = std::chrono::steady_clock::now();
+      absl::Status r = dev.RunOnce([&](VkCommandBuffer cb) {
+        const VulkanApi& api = dev.api();
+        api.vkCmdFillBuffer(cb, sync->buffer, 0, VK_WHOLE_SIZE, 0);
+        VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+        mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+        mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+        api.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                                 nullptr, 0, nullptr);
+        probe.Record(cb, push, g, 1, 1);
+        mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+        mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+        api.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
+                                 nullptr, 0, nullptr);
+        const VkBufferCopy region{0, 0, 16};
+        api.vkCmdCopyBuffer(cb, sync->buffer, host->buffer, 1, &region);
+      });
+      if (!r.ok()) return r;
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::memcpy(counts, host->mapped, sizeof(counts));
+      return seconds;
+    };
+    constexpr uint32_t kPhases = 4000;
+    for (const uint32_t two_level : {0u, 1u}) {
+      absl::StrAppend(&line, two_level ? "; in two levels (a counter per 32 workgroups) "
+                                       : "; device-wide barrier in a dispatch ");
+      for (const uint32_t g : {units, groups}) {
+        if (g > 64 * 32) continue;  // boundary_probe.comp's counters
+        // The difference of a long and a short run leaves the submission out.
+        absl::StatusOr<double> warm = run(g, kPhases, two_level), shorter = run(g, 1, two_level);
+        absl::StatusOr<double> longer = run(g, kPhases, two_level);
+        for (const absl::StatusOr<double>* r : {&warm, &shorter, &longer}) {
+          if (!r->ok()) return r->status();
+        }
+        if (g != units) absl::StrAppend(&line, ", ");
+        if (counts[2] > 0) {
+          absl::StrAppend(&line, "did not complete (", g, " workgroups: not all resident)");
+        } else if (counts[1] > 0) {
+          absl::StrAppend(&line, "wrong (", counts[1], " stale reads of ", g * kPhases, ", ", g, " workgroups)");
+        } else {
+          absl::StrAppend(&line,
+                          absl::StrFormat("%.2f us (%u workgroups)", (*longer - *shorter) / (kPhases - 1) * 1e6, g));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }();
+  dev.DestroyBuffer(*sync);
+  dev.DestroyBuffer(*host);
+  if (!s.ok()) return s;
+  return line;
+}
+
 }  // namespace
 
 absl::StatusOr<Ceilings> ProbeVulkanCeilings(const BackendOptions& options) {
@@ -207,6 +308,9 @@ absl::StatusOr<Ceilings> ProbeVulkanCeilings(const BackendOptions& options) {
   c.bytes_per_second = 2.0 * static_cast<double>(size) * kCopies / seconds;
   c.what = absl::StrFormat("%s: compute-shader copy %d MiB x %d, bytes read + written", dev.description(), size >> 20,
                            kCopies);
+  absl::StatusOr<std::string> boundaries = ProbeBoundaries(dev);
+  if (!boundaries.ok()) return boundaries.status();
+  absl::StrAppend(&c.what, "; ", *boundaries);
   if (!dev.has_coopmat2()) {
     absl::StrAppend(&c.what, " (no FLOP probe: it needs workgroup-scope cooperative matrices)");
     return c;

@@ -1,5 +1,7 @@
-// `kiln bench --probe` for the Vulkan backend: the device's memory bandwidth,
-// measured with device-to-device buffer copies.
+// `kiln bench --probe` for the Vulkan backend: the device's memory bandwidth
+// (a compute-shader copy), what a step pays at a dispatch boundary and at a
+// device-wide barrier inside a dispatch, and, where the device has
+// workgroup-scope cooperative matrices, a matmul's FLOP/s.
 #pragma once
 
 #include "absl/status/statusor.h"
@@ -7,9 +9,9 @@
 
 namespace kiln::vulkan {
 
-// Bandwidth of BackendOptions::device from timed vkCmdCopyBuffer between two
-// device-local buffers (bytes read + written per second). No FLOP figure: the
-// runtime carries no compute kernel of its own to time (flops_per_second 0).
+// The ceilings of BackendOptions::device; `what` says how each was measured
+// and carries the boundary figures (us), which are no ceiling but the fixed
+// cost a step's launches pay.
 absl::StatusOr<Ceilings> ProbeVulkanCeilings(const BackendOptions& options);
 
 }  // namespace kiln::vulkan

@@ -91,6 +91,33 @@ TEST(KilnBench, GpuBackendsReportTheHostCpuPerDecodeStep) {
   EXPECT_LT(host->number(), decode.Find("seconds_per_step")->number());
 }
 
+// The Vulkan probe times a dispatch boundary on any device, and a device-wide
+// barrier inside a dispatch only where every workgroup is resident (a GPU);
+// on lavapipe it says why not.
+TEST(KilnBench, VulkanProbeTimesADispatchBoundary) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  const std::string artifact = CompileStories("--target vulkan");
+  const testing::CommandResult r = RunKiln("bench " + Quote(artifact) +
+                                           " --backend vulkan --prompt 8 --gen 4 --repeats 1 --probe --output-format json");
+  if (r.exit_code != 0 && absl::StrContains(r.output, "no Vulkan")) GTEST_SKIP() << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  absl::StatusOr<JsonValue> j = LastJsonLine(r.output);
+  ASSERT_TRUE(j.ok()) << j.status() << r.output;
+  const std::string what = j->Find("ceilings_from")->string_value();
+  const size_t at = what.find("dispatch boundary ");
+  ASSERT_NE(at, std::string::npos) << what;
+  EXPECT_GT(std::stod(what.substr(at + 18)), 0) << what;
+  if (absl::StrContains(what, "(llvmpipe")) {
+    EXPECT_THAT(what, HasSubstr("no device-wide barrier probe (a CPU implementation"));
+  } else {
+    // Two figures (1 and 4 workgroups a unit), each timed and checked.
+    EXPECT_THAT(what, HasSubstr("device-wide barrier in a dispatch "));
+    EXPECT_THAT(what, ::testing::Not(HasSubstr("wrong (")));
+    EXPECT_THAT(what, ::testing::Not(HasSubstr("did not complete")));
+  }
+}
+
 TEST(KilnBench, RefusesBadArgumentsWithTheirReason) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
