@@ -186,7 +186,8 @@ absl::StatusOr<std::string> ProbeBoundaries(VulkanDevice& dev) {
   absl::Status s = [&]() -> absl::Status {
     ProbePipeline probe(dev);
     const Buffer* buffers[] = {&*sync};
-    if (absl::Status c = probe.Create(kBoundarySpirv, buffers, 3 * sizeof(uint32_t), "of the boundary probe"); !c.ok()) {
+    if (absl::Status c = probe.Create(kBoundarySpirv, buffers, 3 * sizeof(uint32_t), "of the boundary probe");
+        !c.ok()) {
       return c;
     }
     constexpr int kDispatches = 2000;
@@ -232,8 +233,8 @@ absl::StatusOr<std::string> ProbeBoundaries(VulkanDevice& dev) {
     };
     constexpr uint32_t kPhases = 4000;
     for (const uint32_t two_level : {0u, 1u}) {
-      absl::StrAppend(&line, two_level ? "; in two levels (a counter per 32 workgroups) "
-                                       : "; device-wide barrier in a dispatch ");
+      absl::StrAppend(
+          &line, two_level ? "; in two levels (a counter per 32 workgroups) " : "; device-wide barrier in a dispatch ");
       for (const uint32_t g : {units, groups}) {
         if (g > 64 * 32) continue;  // boundary_probe.comp's counters
         // The difference of a long and a short run leaves the submission out.

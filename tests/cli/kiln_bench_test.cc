@@ -98,8 +98,8 @@ TEST(KilnBench, VulkanProbeTimesADispatchBoundary) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
   const std::string artifact = CompileStories("--target vulkan");
-  const testing::CommandResult r = RunKiln("bench " + Quote(artifact) +
-                                           " --backend vulkan --prompt 8 --gen 4 --repeats 1 --probe --output-format json");
+  const testing::CommandResult r = RunKiln(
+      "bench " + Quote(artifact) + " --backend vulkan --prompt 8 --gen 4 --repeats 1 --probe --output-format json");
   if (r.exit_code != 0 && absl::StrContains(r.output, "no Vulkan")) GTEST_SKIP() << r.output;
   ASSERT_EQ(r.exit_code, 0) << r.output;
   absl::StatusOr<JsonValue> j = LastJsonLine(r.output);
