@@ -208,7 +208,7 @@ absl::StatusOr<std::string> ProbeBoundaries(VulkanDevice& dev) {
     // the count zeroed first; its errors and timeouts read back.
     uint32_t counts[4] = {};
     auto run = [&](uint32_t g, uint32_t phases, uint32_t two_level) -> absl::StatusOr<double> {
-      const uint32_t push[] = {phases, 1u << 20, two_level};  // a waiting workgroup spins ~10 times
+      const uint32_t push[] = {phases, 1u << 20, two_level};  // the spin limit: far above any wait that ends
       const auto start = std::chrono::steady_clock::now();
       absl::Status r = dev.RunOnce([&](VkCommandBuffer cb) {
         const VulkanApi& api = dev.api();
