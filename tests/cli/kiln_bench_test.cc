@@ -105,9 +105,10 @@ TEST(KilnBench, VulkanProbeTimesADispatchBoundary) {
   absl::StatusOr<JsonValue> j = LastJsonLine(r.output);
   ASSERT_TRUE(j.ok()) << j.status() << r.output;
   const std::string what = j->Find("ceilings_from")->string_value();
-  const size_t at = what.find("dispatch boundary ");
+  constexpr std::string_view kBoundary = "dispatch boundary ";
+  const size_t at = what.find(kBoundary);
   ASSERT_NE(at, std::string::npos) << what;
-  EXPECT_GT(std::stod(what.substr(at + 18)), 0) << what;
+  EXPECT_GT(std::stod(what.substr(at + kBoundary.size())), 0) << what;
   if (absl::StrContains(what, "(llvmpipe")) {
     EXPECT_THAT(what, HasSubstr("no device-wide barrier probe (a CPU implementation"));
   } else {
