@@ -83,23 +83,39 @@ const ProcessInstance& Instance() {
   return *shared;
 }
 
-}  // namespace
-
-absl::Status VulkanDevice::Open(int index) {
-  const ProcessInstance& shared = Instance();
+// Device `index` of those the loader lists.
+absl::StatusOr<VkPhysicalDevice> PhysicalDevice(const ProcessInstance& shared, int index) {
   if (!shared.status.ok()) return shared.status;
-  api_ = shared.api;
-  instance_ = shared.instance;
   uint32_t count = 0;
-  api_.vkEnumeratePhysicalDevices(instance_, &count, nullptr);
+  shared.api.vkEnumeratePhysicalDevices(shared.instance, &count, nullptr);
   std::vector<VkPhysicalDevice> devices(count);
-  if (count > 0) api_.vkEnumeratePhysicalDevices(instance_, &count, devices.data());
+  if (count > 0) shared.api.vkEnumeratePhysicalDevices(shared.instance, &count, devices.data());
   if (count == 0) return absl::UnavailableError("no Vulkan device");
   if (index < 0 || index >= static_cast<int>(count)) {
     return absl::UnavailableError(
         absl::StrFormat("no Vulkan device %d (the loader lists %d)", index, count));
   }
-  physical_ = devices[index];
+  return devices[index];
+}
+
+}  // namespace
+
+absl::StatusOr<VkPhysicalDeviceProperties> VulkanDevice::Properties(int index) {
+  const ProcessInstance& shared = Instance();
+  absl::StatusOr<VkPhysicalDevice> physical = PhysicalDevice(shared, index);
+  if (!physical.ok()) return physical.status();
+  VkPhysicalDeviceProperties props{};
+  shared.api.vkGetPhysicalDeviceProperties(*physical, &props);
+  return props;
+}
+
+absl::Status VulkanDevice::Open(int index) {
+  const ProcessInstance& shared = Instance();
+  absl::StatusOr<VkPhysicalDevice> physical = PhysicalDevice(shared, index);
+  if (!physical.ok()) return physical.status();
+  api_ = shared.api;
+  instance_ = shared.instance;
+  physical_ = *physical;
   api_.vkGetPhysicalDeviceProperties(physical_, &props_);
   api_.vkGetPhysicalDeviceMemoryProperties(physical_, &memory_props_);
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};

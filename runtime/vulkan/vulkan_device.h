@@ -41,6 +41,9 @@ class VulkanDevice {
   // reason) without a loader, a device, a compute queue or subgroup
   // arithmetic in compute shaders.
   absl::Status Open(int index);
+  // The properties of device `index` without opening it (no logical device):
+  // what choosing a backend needs before the executor opens the device.
+  static absl::StatusOr<VkPhysicalDeviceProperties> Properties(int index);
 
   // A storage buffer (also a copy source and destination): host-visible and
   // coherent (mapped) when asked, else device-local where the device has it.

@@ -936,8 +936,8 @@ absl::StatusOr<std::vector<KernelTime>> VulkanExecutor::ProfileStep(const StepBa
 }
 
 // Why "auto" passes over a CPU implementation of Vulkan (lavapipe).
-absl::Status CpuImplementation(int index, const VulkanDevice& dev) {
-  return absl::UnavailableError(absl::StrCat("device ", index, " (", dev.props().deviceName,
+absl::Status CpuImplementation(int index, const VkPhysicalDeviceProperties& props) {
+  return absl::UnavailableError(absl::StrCat("device ", index, " (", props.deviceName,
                                              ") is a CPU implementation of Vulkan; the CPU executor is faster "
                                              "(--backend vulkan uses it anyway)"));
 }
@@ -978,7 +978,7 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
     dispatches_.pop_back();
   }
   if (dev_.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
-    if (options_.skip_cpu_devices) return CpuImplementation(options_.device, dev_);
+    if (options_.skip_cpu_devices) return CpuImplementation(options_.device, dev_.props());
     max_attention_splits_ = 4;
   }
   if (options_.max_attention_splits != 0) {
@@ -1182,10 +1182,12 @@ absl::StatusOr<std::unique_ptr<Executor>> CreateVulkanExecutor(const Program& pr
 }
 
 absl::StatusOr<std::string> VulkanTargetOfDevice(const BackendOptions& options) {
-  VulkanDevice dev;
-  if (absl::Status s = dev.Open(options.device); !s.ok()) return s;
-  if (dev.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && options.backend == "auto") {
-    return CpuImplementation(options.device, dev);
+  // The device's type only: the executor opens it next (opening it here
+  // too cost a second logical device on every in-memory compile).
+  absl::StatusOr<VkPhysicalDeviceProperties> props = VulkanDevice::Properties(options.device);
+  if (!props.ok()) return props.status();
+  if (props->deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && options.backend == "auto") {
+    return CpuImplementation(options.device, *props);
   }
   return std::string("vulkan");
 }
