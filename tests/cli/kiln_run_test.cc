@@ -115,6 +115,33 @@ TEST(KilnRun, KvTypeOfAGgufCompiledInMemory) {
 // others over: with kernels for Vulkan only and no GPU (CI: lavapipe, a CPU
 // implementation), that is the CPU; --backend vulkan still runs Vulkan where a
 // device exists. Both give the goldens.
+// A GGUF's kernels are compiled in memory for the device the backend
+// choice looks at (its properties, without opening it): a device that is not
+// there is a clean refusal naming it, and on a CPU implementation of Vulkan
+// (lavapipe) auto passes Vulkan over saying why.
+TEST(KilnRun, InMemoryCompileLooksAtTheVulkanDeviceItWillRunOn) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  const testing::CommandResult missing =
+      RunKiln("run " + Quote(model.string()) + " -p hi -n 4 --backend vulkan --device 99");
+  EXPECT_NE(missing.exit_code, 0) << missing.output;
+  if (missing.output.find("no Vulkan loader") != std::string::npos ||
+      missing.output.find("no Vulkan driver") != std::string::npos ||
+      missing.output.find("unbuilt backend") != std::string::npos) {
+    GTEST_SKIP() << "no Vulkan here: " << missing.output;
+  }
+  EXPECT_THAT(missing.output, HasSubstr("no Vulkan device 99 (the loader lists "));
+
+  const testing::CommandResult autorun =
+      RunKiln("run " + Quote(model.string()) + " -p hi -n 4 --temp 0 --output-format json");
+  ASSERT_EQ(autorun.exit_code, 0) << autorun.output;
+  absl::StatusOr<JsonValue> j = JsonLine(autorun.output);
+  ASSERT_TRUE(j.ok()) << autorun.output;
+  if (j->Find("backend")->string_value().rfind("cpu", 0) == 0) {
+    EXPECT_THAT(autorun.output, HasSubstr("vulkan: device 0 ("));
+  }
+}
+
 TEST(KilnRun, AutoBackendSaysWhatItPickedAndWhy) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
