@@ -257,6 +257,39 @@ TEST(KilnRun, StreamsTextAndReportsSpeed) {
   EXPECT_THAT(r.output, HasSubstr("backend: cpu"));
 }
 
+// -f FILE reads the prompt's bytes from a file (- : standard input), as
+// llama.cpp's -f does; -p and -f together, or neither, are refused.
+TEST(KilnRun, PromptFromAFileOrStandardInput) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  const std::filesystem::path dir = testing::ScratchDir("run_prompt_file");
+  const std::string file = (dir / "prompt.txt").string();
+  testing::WriteBinaryFile(file, "Once upon a time");
+  const std::vector<int64_t> want = Ints(RunJson(model.string(), "Once upon a time", 12).Find("ids"));
+  ASSERT_EQ(want.size(), 12u);
+  auto ids = [&](const std::string& source) {
+    const testing::CommandResult r =
+        RunKiln("run " + Quote(model.string()) + " " + source + " -n 12 --temp 0 --output-format json");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    absl::StatusOr<JsonValue> j = JsonLine(r.output);
+    return j.ok() ? Ints(j->Find("ids")) : std::vector<int64_t>();
+  };
+  EXPECT_EQ(ids("-f " + Quote(file)), want);
+  EXPECT_EQ(ids("--file=" + Quote(file)), want);
+  EXPECT_EQ(ids("-f - < " + Quote(file)), want);
+
+  testing::CommandResult r = RunKiln("run " + Quote(model.string()) + " -f " + Quote(file) + " -p Once -n 4");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("give -p TEXT or -f FILE, not both"));
+  r = RunKiln("run " + Quote(model.string()) + " -n 4");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("missing -p TEXT (or -f FILE)"));
+  const std::string missing = (dir / "absent.txt").string();
+  r = RunKiln("run " + Quote(model.string()) + " -f " + Quote(missing) + " -n 4");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr(missing + ": cannot read the prompt file"));
+}
+
 TEST(KilnRun, SeededSamplingIsReproducible) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");

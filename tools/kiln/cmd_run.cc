@@ -1,6 +1,10 @@
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "runtime/backend/backend.h"
 #include "runtime/executor/generator.h"
@@ -17,6 +21,15 @@
 namespace kiln::cli {
 namespace {
 
+// The prompt of -f FILE: its bytes as they are ("-": standard input), as
+// llama.cpp's -f reads it.
+absl::StatusOr<std::string> ReadPromptFile(const std::string& path) {
+  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the prompt file"));
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 JsonValue IdArray(const std::vector<int32_t>& ids) {
   JsonValue a = JsonValue::MakeArray();
   for (int32_t id : ids) a.array().push_back(JsonValue::Int(id));
@@ -31,6 +44,7 @@ int RunRun(int argc, char** argv) {
                         "text as it is generated and ends with prompt and generation speed.");
   args.Positional("MODEL", "a .kiln artifact or a .gguf file")
       .Option("prompt", "TEXT", "the prompt", "", "-p")
+      .Option("file", "FILE", "read the prompt from FILE instead (- : standard input)", "", "-f")
       .Option("n-predict", "N", "tokens to generate", "64", "-n")
       .Option("temp", "T", "temperature; 0 is greedy", "0.8")
       .Option("top-k", "K", "keep the K most likely tokens (0: off)", "40")
@@ -63,7 +77,17 @@ int RunRun(int argc, char** argv) {
   }
   const std::string format = args.Get("output-format");
   if (format != "text" && format != "json") return Fail("run", "--output-format takes text or json");
-  if (!args.Has("prompt")) return Fail("run", "missing -p TEXT");
+  if (args.Has("prompt") == args.Has("file")) {
+    return Fail("run", args.Has("prompt") ? "give -p TEXT or -f FILE, not both" : "missing -p TEXT (or -f FILE)");
+  }
+  std::string text;
+  if (args.Has("file")) {
+    absl::StatusOr<std::string> read = ReadPromptFile(args.Get("file"));
+    if (!read.ok()) return Fail("run", std::string(read.status().message()));
+    text = *std::move(read);
+  } else {
+    text = args.Get("prompt");
+  }
   GenerateOptions gen;
   absl::StatusOr<int64_t> n = args.GetInt("n-predict");
   absl::StatusOr<int64_t> top_k = args.GetInt("top-k");
@@ -110,7 +134,6 @@ int RunRun(int argc, char** argv) {
   }
   const Tokenizer& tok = *program->tokenizer;
 
-  std::string text = args.Get("prompt");
   EncodeOptions encode{.add_special = true, .parse_special = false};
   if (args.GetFlag("chat")) {
     absl::StatusOr<ChatTemplate> tmpl = SelectChatTemplate(tok.chat_template());
