@@ -257,7 +257,7 @@ TEST(KilnRun, StreamsTextAndReportsSpeed) {
   EXPECT_THAT(r.output, HasSubstr("backend: cpu"));
 }
 
-// -f FILE reads the prompt's bytes from a file (- : standard input), as
+// -f FILE reads the prompt's bytes from a file (-: standard input), as
 // llama.cpp's -f does; -p and -f together, or neither, are refused.
 TEST(KilnRun, PromptFromAFileOrStandardInput) {
   SKIP_WITHOUT_COMPILER();

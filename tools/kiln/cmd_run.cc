@@ -1,16 +1,15 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <iterator>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/backend/backend.h"
 #include "runtime/executor/generator.h"
 #include "runtime/executor/program.h"
 #include "runtime/executor/speculative.h"
-#include "absl/strings/str_cat.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/streaming_decoder.h"
 #include "runtime/util/json.h"
@@ -24,7 +23,13 @@ namespace {
 // The prompt of -f FILE: its bytes as they are ("-": standard input), as
 // llama.cpp's -f reads it.
 absl::StatusOr<std::string> ReadPromptFile(const std::string& path) {
-  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  if (path == "-") {
+    std::string text;
+    char buf[65536];
+    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), stdin)) > 0;) text.append(buf, n);
+    if (std::ferror(stdin)) return absl::DataLossError("reading the prompt from standard input failed");
+    return text;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the prompt file"));
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -44,7 +49,7 @@ int RunRun(int argc, char** argv) {
                         "text as it is generated and ends with prompt and generation speed.");
   args.Positional("MODEL", "a .kiln artifact or a .gguf file")
       .Option("prompt", "TEXT", "the prompt", "", "-p")
-      .Option("file", "FILE", "read the prompt from FILE instead (- : standard input)", "", "-f")
+      .Option("file", "FILE", "read the prompt from FILE instead (-: standard input)", "", "-f")
       .Option("n-predict", "N", "tokens to generate", "64", "-n")
       .Option("temp", "T", "temperature; 0 is greedy", "0.8")
       .Option("top-k", "K", "keep the K most likely tokens (0: off)", "40")
