@@ -135,5 +135,27 @@ TEST(KilnCli, SynthRejectsBadArguments) {
   EXPECT_THAT(r.output, HasSubstr("/nonexistent-dir/x.gguf: cannot create"));
 }
 
+// kiln tokenize reads its text from -p, --text-file FILE or --text-file -
+// (standard input) alike: the same ids from the same bytes; a missing file
+// is named.
+TEST(KilnCli, TokenizeTextFromArgumentFileOrStandardInput) {
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  const std::filesystem::path dir = testing::ScratchDir("cli_tokenize_file");
+  const std::string file = (dir / "text.txt").string();
+  testing::WriteBinaryFile(file, "Once upon a time");
+  const testing::CommandResult from_p = RunKiln("tokenize " + Quote(model.string()) + " -p 'Once upon a time'");
+  ASSERT_EQ(from_p.exit_code, 0) << from_p.output;
+  ASSERT_THAT(from_p.output, ::testing::MatchesRegex("[0-9]+( [0-9]+)+\n"));
+  const testing::CommandResult from_file = RunKiln("tokenize " + Quote(model.string()) + " --text-file " + Quote(file));
+  EXPECT_EQ(from_file.output, from_p.output);
+  const testing::CommandResult from_stdin =
+      RunKiln("tokenize " + Quote(model.string()) + " --text-file - < " + Quote(file));
+  EXPECT_EQ(from_stdin.output, from_p.output);
+  const std::string missing = (dir / "absent.txt").string();
+  const testing::CommandResult r = RunKiln("tokenize " + Quote(model.string()) + " --text-file " + Quote(missing));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr(missing + ": cannot read"));
+}
+
 }  // namespace
 }  // namespace kiln

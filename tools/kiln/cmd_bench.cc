@@ -5,10 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -22,6 +20,7 @@
 #include "runtime/util/thread_cpu_time.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/input_file.h"
 #include "tools/kiln/load_program.h"
 #include "tools/kiln/peer_figures.h"
 
@@ -112,13 +111,6 @@ std::string LimitText(double value, double limit) {
                    : std::string("limit         - (no ceilings)");
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 }  // namespace
 
 int RunBench(int argc, char** argv) {
@@ -206,12 +198,12 @@ int RunBench(int argc, char** argv) {
   const bool peers_apply =
       !args.Get("peers").empty() ||
       (backend != "cpu" && absl::StrContains(ex.Describe(), "H200") && std::abs(cost->params / 8.03e9 - 1.0) < 0.02);
-  const std::string peers = peers_apply ? ReadFile(peers_path) : std::string();
+  const std::string peers = peers_apply ? ReadInputFile(peers_path).value_or("") : std::string();
   // The card's ceilings live in the CUDA peer's notes, beside the peers file.
   const size_t slash = peers_path.rfind('/');
   const std::string card_path =
       (slash == std::string::npos ? std::string() : peers_path.substr(0, slash + 1)) + "llama.cpp-h200.md";
-  const std::string card_notes = ReadFile(card_path);
+  const std::string card_notes = ReadInputFile(card_path).value_or("");
   Ceilings ceilings;
   if (args.GetFlag("probe")) {
     absl::StatusOr<Ceilings> probed = ProbeCeilings(ex, options);

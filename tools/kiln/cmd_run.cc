@@ -1,7 +1,5 @@
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -15,25 +13,11 @@
 #include "runtime/util/json.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/input_file.h"
 #include "tools/kiln/load_program.h"
 
 namespace kiln::cli {
 namespace {
-
-// The prompt of -f FILE: its bytes as they are ("-": standard input), as
-// llama.cpp's -f reads it.
-absl::StatusOr<std::string> ReadPromptFile(const std::string& path) {
-  if (path == "-") {
-    std::string text;
-    char buf[65536];
-    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), stdin)) > 0;) text.append(buf, n);
-    if (std::ferror(stdin)) return absl::DataLossError("reading the prompt from standard input failed");
-    return text;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read the prompt file"));
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 JsonValue IdArray(const std::vector<int32_t>& ids) {
   JsonValue a = JsonValue::MakeArray();
@@ -87,7 +71,7 @@ int RunRun(int argc, char** argv) {
   }
   std::string text;
   if (args.Has("file")) {
-    absl::StatusOr<std::string> read = ReadPromptFile(args.Get("file"));
+    absl::StatusOr<std::string> read = ReadInputFile(args.Get("file"), "prompt file");
     if (!read.ok()) return Fail("run", std::string(read.status().message()));
     text = *std::move(read);
   } else {

@@ -1,6 +1,4 @@
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_format.h"
 #include "runtime/formats/gguf.h"
@@ -8,6 +6,7 @@
 #include "runtime/tokenizer/tokenizer.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/input_file.h"
 
 namespace kiln::cli {
 namespace {
@@ -31,7 +30,8 @@ int RunTokenize(int argc, char** argv) {
                              "one line. No BOS is added unless --bos; control-token text is plain text unless\n"
                              "--parse-special.");
   args.Positional("MODEL", "a GGUF file (a vocabulary-only GGUF is enough)")
-      .Option("text-file", "FILE", "read the text from FILE (bytes as they are, no newline stripped)")
+      .Option("text-file", "FILE",
+              "read the text from FILE (bytes as they are, no newline stripped; -: standard input)")
       .Option("prompt", "TEXT", "the text itself", "", "-p")
       .Flag("bos", "add the vocabulary's BOS/EOS/[CLS] as the model expects")
       .Flag("parse-special", "treat control-token text such as <|im_start|> as those tokens")
@@ -47,11 +47,9 @@ int RunTokenize(int argc, char** argv) {
   if (args.Has("text-file") == args.Has("prompt")) return Fail("tokenize", "give exactly one of --text-file and -p");
   std::string text;
   if (args.Has("text-file")) {
-    std::ifstream in(args.Get("text-file"), std::ios::binary);
-    if (!in) return Fail("tokenize", absl::StrFormat("%s: cannot read", args.Get("text-file")));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    absl::StatusOr<std::string> read = ReadInputFile(args.Get("text-file"));
+    if (!read.ok()) return Fail("tokenize", std::string(read.status().message()));
+    text = *std::move(read);
   } else {
     text = args.Get("prompt");
   }
