@@ -240,6 +240,8 @@ absl::StatusOr<std::vector<uint8_t>> GenerateVulkanKernels(const Plan& plan) {
         instances.emplace(d.coopmat2_small_kernel->Key(), *d.coopmat2_small_kernel);
         instances.emplace(d.activations_f16_kernel->Key(), *d.activations_f16_kernel);
         if (d.silu_mul_kernel) instances.emplace(d.silu_mul_kernel->Key(), *d.silu_mul_kernel);
+        for (const KernelInstance& slice : d.coopmat2_slice_kernels) instances.emplace(slice.Key(), slice);
+        if (d.split_sum_kernel) instances.emplace(d.split_sum_kernel->Key(), *d.split_sum_kernel);
       }
       for (const std::optional<KernelInstance>& copy : d.f16_copy_kernels) {
         if (copy) instances.emplace(copy->Key(), *copy);

@@ -58,11 +58,13 @@ layout(push_constant) uniform Params {
   uint rows_are_logit_rows;
   uint kv_base;  // element offset (f32, or f16 with KV_F16) of the layer's K half inside binding 6
   uint kv_half;  // elements from a K row to its V row
-  uint splits;   // attention: workgroups that share one (token, head)
+  uint splits;   // attention: workgroups that share one (token, head); split_sum: K slices
   uint tokens_first;  // matmul_coopmat: token tiles fastest in the workgroup order
   uint row_rms;       // tiled matmuls with a norm: arena offset of each token's 1 / rms (row_rms.comp)
   uint bucket;        // tokens the step's bucket holds (a 1-token bucket's steps have T = 1)
   int io_field[7];    // io[IO_TOKENS + i]: where field IO_TOKENS + i starts in io
+  uint column_tile_base;  // matmul_coopmat2: its first column tile (a launch's tail in small tiles)
+  int rows_gate;          // see launch_rows
 } pc;
 
 // The step inputs' header (runtime/vulkan/vulkan_executor.cc writes the same layout).
@@ -79,7 +81,16 @@ layout(push_constant) uniform Params {
 #define IO_LOGITS_OUT 10
 
 uint step_tokens() { return pc.bucket == 1u ? 1u : uint(io[IO_T]); }
-uint launch_rows() { return pc.rows_are_logit_rows != 0u ? uint(io[IO_R]) : step_tokens(); }
+// A launch of logit rows in a prefill-sized bucket is recorded twice: on
+// its decode variant for steps of at most rows_gate of them (rows_gate > 0;
+// a prefill step has one), and on its tiled variant for steps of more
+// (rows_gate < 0). The one that sits a step out sees no rows.
+uint launch_rows() {
+  if (pc.rows_are_logit_rows == 0u) return step_tokens();
+  const uint r = uint(io[IO_R]);
+  const bool idle = pc.rows_gate > 0 ? r > uint(pc.rows_gate) : pc.rows_gate < 0 && r <= uint(-pc.rows_gate);
+  return idle ? 0u : r;
+}
 int io_start(int field) { return pc.io_field[field - IO_TOKENS]; }
 int io_at(int field, uint i) { return io[io_start(field) + int(i)]; }
 

@@ -12,12 +12,26 @@
 // workgroup took two tile loads a step and ran at a third to a half of the
 // rate of one sum over twice the columns (docs/perf/vulkan-h200.md, session 22).
 //
-// Constants: as matmul.comp (K, NUM_W, N0..N2, EPILOGUE), plus BM, BN, BK
-// and WG; every slot f16; with NUM_W > 1 and EPILOGUE 0, N0 and N1 multiples
-// of BN (a column tile lies in one weight). Bindings: the weights' f16 rows,
-// the f16 activations at 6 (from offset 0), the arena at 5. Push constants:
-// in1 (residual), out0..out2.
-// Launch shape: x = column tiles, y = token tiles of the bucket.
+// A launch whose grid of tiles would leave SMs idle (the 4096-column o and
+// down of a 512-token step: 64 tiles on 132 SMs) splits K in K_SLICES
+// instances, dispatched side by side: instance K_SLICE sums its run of K and
+// stores the bare sums at out0 + K_SLICE x rows x N0, and elementwise.comp's
+// OP 5 adds the slices and the residual (one weight). The slice is a
+// compile-time constant: with the loop's bounds and offsets taken at run
+// time the driver's code ran 3.5x slower (docs/perf/vulkan-h200.md,
+// session 47).
+//
+// Constants: as matmul.comp (K, NUM_W, N0..N2, EPILOGUE), plus BM, BN, BK,
+// WG, and where split K_SLICES, K_SLICE, K_BEGIN and K_END; every slot f16;
+// with NUM_W > 1 and EPILOGUE 0, N0 and N1 multiples of BN (a column tile
+// lies in one weight). Bindings: the weights' f16 rows, the f16 activations
+// at 6 (from offset 0), the arena at 5. Push constants: in1 (residual),
+// out0..out2.
+// Launch shape: x = column tiles (from push constant column_tile_base), y =
+// token tiles of the bucket. A launch whose large tiles would end in a
+// partial wave (gate/up of a 512-token step: 448 tiles, 3.4 waves on 132
+// SMs) runs its last columns as a second dispatch of small tiles beside the
+// first, which fill the last wave's SMs two at a time.
 
 #if EPILOGUE == 0
 #define NCOLS (N0 + N1 + N2)
@@ -29,6 +43,15 @@
 #endif
 
 #include_matmul
+
+// A slice's run of K (K_BEGIN .. K_END, set by codegen: whole unrolled runs
+// of 8 steps but the last).
+#ifndef K_SLICES
+#define K_SLICES 1
+#define K_SLICE 0
+#define K_BEGIN 0
+#define K_END K
+#endif
 
 layout(std430, set = 0, binding = 0) readonly buffer Weight0F16 { float16_t w0h[]; };
 layout(std430, set = 0, binding = 1) readonly buffer Weight1F16 { float16_t w1h[]; };
@@ -53,18 +76,19 @@ layout(std430, set = 0, binding = 6) readonly buffer ActivationsF16 { float16_t 
     acc = coopMatMulAdd(ta, tb, acc);                                                     \
   }
 
-// All of K: unrolled runs of 8 steps (the driver keeps their loads in flight
-// together: 57 -> 257 TFLOP/s in the probe), then the rest step by step.
-#define K_LOOP(W, LA, LW)                                    \
-  {                                                          \
-    uint k0 = 0u;                                            \
-    [[dont_unroll]] for (uint i = 0u; i < K / (8u * BK); ++i) {\
-      [[unroll]] for (uint j = 0u; j < 8u; ++j) {            \
-        STEP(W, LA, LW, k0)                                  \
-        k0 += BK;                                            \
-      }                                                      \
-    }                                                        \
-    for (; k0 < K; k0 += BK) STEP(W, LA, LW, k0)             \
+// The slice's K: unrolled runs of 8 steps (the driver keeps their loads in
+// flight together: 57 -> 257 TFLOP/s in the probe), then the rest step by
+// step.
+#define K_LOOP(W, LA, LW)                                          \
+  {                                                                \
+    uint k0 = K_BEGIN;                                             \
+    [[dont_unroll]] for (uint i = 0u; i < (K_END - K_BEGIN) / (8u * BK); ++i) {\
+      [[unroll]] for (uint j = 0u; j < 8u; ++j) {                  \
+        STEP(W, LA, LW, k0)                                        \
+        k0 += BK;                                                  \
+      }                                                            \
+    }                                                              \
+    for (; k0 < K_END; k0 += BK) STEP(W, LA, LW, k0)               \
   }
 
 // The weight of the workgroup's columns, chosen once outside the k loop (a
@@ -84,7 +108,7 @@ layout(std430, set = 0, binding = 6) readonly buffer ActivationsF16 { float16_t 
 
 void main() {
   const uint rows = launch_rows();
-  const uint t0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  const uint t0 = gl_WorkGroupID.y * BM, n0 = (gl_WorkGroupID.x + pc.column_tile_base) * BN;
   if (t0 >= rows || n0 >= NCOLS) return;  // the same for the whole workgroup
   const uint slot = slot_of(n0), r0 = row_of(n0, slot);
   const uint width = slot == 0u ? N0 : (slot == 1u ? N1 : N2);
@@ -104,11 +128,11 @@ void main() {
   }
   // The stores write only the tensor's elements.
   tensorLayoutNV<2, CLAMP> lc = setTensorLayoutDimensionNV(createTensorLayoutNV(2, CLAMP), rows, width);
-#if EPILOGUE == 2
+#if EPILOGUE == 2 && K_SLICES == 1
   TILE_C residual;
   coopMatLoadTensorNV(residual, arena, pc.in1, sliceTensorLayoutNV(lc, t0, BM, r0, BN));
   acc = acc + residual;
 #endif
-  const uint dst = slot == 0u ? pc.out0 : (slot == 1u ? pc.out1 : pc.out2);
+  const uint dst = (slot == 0u ? pc.out0 : (slot == 1u ? pc.out1 : pc.out2)) + K_SLICE * rows * width;
   coopMatStoreTensorNV(acc, arena, dst, sliceTensorLayoutNV(lc, t0, BM, r0, BN));
 }

@@ -43,6 +43,8 @@ struct PushConstants {
   uint32_t row_rms = 0;
   uint32_t bucket = 0;
   int32_t io_field[7] = {};  // io_offsets_[kIoTokens + i]
+  uint32_t column_tile_base = 0;
+  int32_t rows_gate = 0;  // common.glsl's launch_rows
 };
 
 
@@ -82,6 +84,12 @@ class VulkanExecutor final : public Executor {
     PlannedDispatch planned;
     size_t launch = 0;  // index into plan_.launches, or launches.size() for the last dispatch
     Role role = Role::kLaunch;
+    // A matmul of logit rows with a decode variant: its twin, recorded
+    // before it in prefill-sized buckets, runs that variant where a step
+    // has at most decode_max_bucket logit rows (a prefill step's one: its
+    // tiled tiles would be all but empty), and the launch itself where it
+    // has more (push constant rows_gate).
+    bool logits_twin = false;
     VkPipeline pipeline = VK_NULL_HANDLE;
     VkPipeline decode_pipeline = VK_NULL_HANDLE;  // where planned.decode_kernel is set
     VkPipeline tiled_pipeline = VK_NULL_HANDLE;   // where planned.tiled_kernel is set
@@ -108,6 +116,11 @@ class VulkanExecutor final : public Executor {
     // planned.silu_mul_kernel, after tiled_pipeline where that is
     // matmul_coopmat2 on a silu_mul launch.
     VkPipeline silu_pipeline = VK_NULL_HANDLE;
+    // planned.coopmat2_slice_kernels, side by side instead of tiled_pipeline
+    // where a bucket's grid of its large tiles would leave SMs idle, then
+    // planned.split_sum_kernel (none where the artifact lacks them).
+    std::vector<VkPipeline> slice_pipelines;
+    VkPipeline split_sum_pipeline = VK_NULL_HANDLE;
   };
   absl::Status UploadWeights(const WeightSource& weights);
   // Where the tensor-core prefill reads quantised weights, decides whether
@@ -483,6 +496,19 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
           if (!silu.ok()) return silu.status();
           d.silu_pipeline = *silu;
         }
+        // (Artifacts from before split K lack them: their launches run unsplit.)
+        bool slices = d.planned.split_sum_kernel && module_keys_.count(d.planned.split_sum_kernel->Key()) > 0;
+        for (const KernelInstance& k : d.planned.coopmat2_slice_kernels) slices = slices && module_keys_.count(k.Key()) > 0;
+        if (slices) {
+          for (const KernelInstance& k : d.planned.coopmat2_slice_kernels) {
+            absl::StatusOr<VkPipeline> slice = pipeline_for(k);
+            if (!slice.ok()) return slice.status();
+            d.slice_pipelines.push_back(*slice);
+          }
+          absl::StatusOr<VkPipeline> sum = pipeline_for(*d.planned.split_sum_kernel);
+          if (!sum.ok()) return sum.status();
+          d.split_sum_pipeline = *sum;
+        }
         absl::StatusOr<VkPipeline> act = pipeline_for(*d.planned.activations_f16_kernel);
         if (!act.ok()) return act.status();
         d.tiled_pipeline = *cm2;
@@ -692,12 +718,15 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
     if (p.kernel.template_name == "kv_append" && p.layer == appended_layer) continue;
     // Decode-sized buckets run the matmul's one-token variant, prefill-sized
     // ones its tiled variant, where it has them.
-    const bool decode_variant = p.decode_kernel && B <= p.decode_max_bucket;
-    const bool tiled_variant = !decode_variant && p.tiled_kernel && B >= p.tiled_min_bucket;
     const PlanLaunch* l = d.launch < plan_.launches.size() ? &plan_.launches[d.launch] : nullptr;
+    const bool gated = p.decode_kernel && B > p.decode_max_bucket && l != nullptr && logit_rows_[d.launch][bucket];
+    if (d.logits_twin && !gated) continue;
+    const bool decode_variant = p.decode_kernel && (B <= p.decode_max_bucket || d.logits_twin);
+    const bool tiled_variant = !decode_variant && p.tiled_kernel && B >= p.tiled_min_bucket;
     std::vector<Access> reads, writes;
     PushConstants pc;
     pc.bucket = static_cast<uint32_t>(B);
+    if (gated) pc.rows_gate = static_cast<int32_t>(d.logits_twin ? p.decode_max_bucket : -p.decode_max_bucket);
     for (int f = kIoTokens; f <= kIoLogitsOut; ++f) pc.io_field[f - kIoTokens] = static_cast<int32_t>(io_offsets_[f]);
     if (p.uses_partials) {
       pc.splits = static_cast<uint32_t>(splits);
@@ -765,6 +794,43 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
       }
       reads.front() = act_writes.front();  // the matmul reads them, not the input
     }
+    // matmul_coopmat2's tiles. A residual_add launch whose large tiles
+    // times its K slices fit the SMs at once runs its slice instances side
+    // by side (then split_sum); KILN_VULKAN_CM2_SPLITK=0 / 1 turns that off
+    // / on everywhere it can. Otherwise small tiles where their waves (two
+    // workgroups an SM, each ~3/4 of a large tile's wave: the H100's 512-token
+    // q, k, v ran 96 large tiles in 151 us, 384 small in 227, session 47)
+    // take less time than the large tiles' waves (one workgroup an SM).
+    int64_t tiled_tokens = d.tiled_tokens, tiled_columns = d.tiled_columns;
+    bool small_tiles = false;
+    int64_t k_slices = 1;
+    if (tiled_variant && d.small_pipeline != VK_NULL_HANDLE) {
+      const int64_t large = (B + tiled_tokens - 1) / tiled_tokens * ((p.coopmat2_columns + tiled_columns - 1) / tiled_columns);
+      const int64_t small = (2 * B + tiled_tokens - 1) / tiled_tokens * ((2 * p.coopmat2_columns + tiled_columns - 1) / tiled_columns);
+      const int64_t units = dev_.compute_units();
+      if (!d.slice_pipelines.empty() && units > 0) {
+        const int64_t n = static_cast<int64_t>(d.slice_pipelines.size());
+        bool split = n * large <= units;
+        if (const char* env = std::getenv("KILN_VULKAN_CM2_SPLITK"); env != nullptr) split = std::string_view(env) != "0";
+        k_slices = split ? n : 1;
+      }
+      small_tiles = k_slices == 1 && units > 0 && 3 * ((small + 2 * units - 1) / (2 * units)) < 4 * ((large + units - 1) / units);
+      const char* env = std::getenv("KILN_VULKAN_CM2_TILE");
+      if (env != nullptr) small_tiles = std::string_view(env) == "small";
+      if (small_tiles) {
+        k_slices = 1;  // (the slice instances have large tiles)
+        tiled_tokens /= 2;
+        tiled_columns /= 2;
+      }
+    }
+    // The slices' sums lie past the arena (where a silu_mul launch's gate
+    // and up sums lie), each B x columns floats; split_sum writes the output.
+    const uint32_t split_out = pc.out0;
+    if (k_slices > 1) {
+      const int64_t at = SiluFloats(), width = p.outputs[0].width;
+      pc.out0 = static_cast<uint32_t>(at);
+      writes = {{0, at * 4, (at + k_slices * B * width) * 4}};
+    }
     // A silu_mul launch on matmul_coopmat2: gate's and up's sums apart, past
     // the arena; elementwise's silu_mul writes the launch's output after it.
     const bool silu_after = tiled_variant && d.silu_pipeline != VK_NULL_HANDLE;
@@ -779,20 +845,6 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
     // Attention over one split of a prefill-sized step: query tiles.
     const bool prefill_attention =
         d.prefill_attention_pipeline != VK_NULL_HANDLE && splits == 1 && B >= p.prefill_tokens_per_group;
-    // matmul_coopmat2's small tiles where its large ones would leave SMs
-    // idle: fewer than two workgroups an SM (each takes one).
-    int64_t tiled_tokens = d.tiled_tokens, tiled_columns = d.tiled_columns;
-    bool small_tiles = false;
-    if (tiled_variant && d.small_pipeline != VK_NULL_HANDLE) {
-      const int64_t large = (B + tiled_tokens - 1) / tiled_tokens * ((p.coopmat2_columns + tiled_columns - 1) / tiled_columns);
-      small_tiles = dev_.compute_units() > 0 && large < 2 * int64_t{dev_.compute_units()};
-      const char* env = std::getenv("KILN_VULKAN_CM2_TILE");
-      if (env != nullptr) small_tiles = std::string_view(env) == "small";
-      if (small_tiles) {
-        tiled_tokens /= 2;
-        tiled_columns /= 2;
-      }
-    }
     const bool folded = splits > 1 && d.fold_pipeline != VK_NULL_HANDLE;
     const VkPipeline pipeline = decode_variant      ? d.decode_pipeline
                                 : small_tiles       ? d.small_pipeline
@@ -827,6 +879,7 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
           x = std::min<int64_t>(x, int64_t{dev_.compute_units()} * p.decode_groups_per_unit);
         }
         y = (B + tokens_per_group - 1) / tokens_per_group;
+        if (d.logits_twin) y = std::min(y, p.decode_max_bucket);
         // Tensor-core tiles of a launch with more workgroups than the GPU
         // holds at once (~2 an SM) run token tiles fastest, so that those in
         // flight share their weights through L2; launches that fit keep
@@ -844,26 +897,83 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
         if (prefill_attention) y = (B + p.prefill_tokens_per_group - 1) / p.prefill_tokens_per_group;
         break;
     }
-    if (pipeline != bound) {
-      dev_.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
-      bound = pipeline;
+    // matmul_coopmat2's large tiles whose last wave would hold at most half
+    // the SMs: the last columns as small tiles (a quarter of a large one
+    // each, two an SM) in a second dispatch beside the first, so that the
+    // last wave is short. KILN_VULKAN_CM2_TAIL=0 keeps one dispatch; =N
+    // runs the last N columns small wherever large tiles run (for tests).
+    int64_t tail = 0;  // large column tiles that run as small ones
+    if (tiled_variant && d.act_pipeline != VK_NULL_HANDLE && d.small_pipeline != VK_NULL_HANDLE && !small_tiles &&
+        k_slices == 1 && dev_.compute_units() > 0) {
+      const char* env = std::getenv("KILN_VULKAN_CM2_TAIL");
+      const int64_t units = dev_.compute_units(), rest = x * y % units;
+      const int64_t lead = (x * y - rest) / y;  // whole columns of large tiles in whole waves
+      if (env != nullptr) {
+        tail = std::clamp<int64_t>(std::atoll(env), 0, x - 1);
+      } else if (x * y > units && rest > 0 && 2 * (x - lead) * y <= units) {
+        tail = x - lead;
+      }
     }
     const VkDescriptorSet set = tiled_variant && d.tiled_f16 ? d.f16_set : d.set;
-    dev_.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &set, 0, nullptr);
-    dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
-    dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(x), static_cast<uint32_t>(y), static_cast<uint32_t>(z));
+    // K slices: one dispatch each, with no barrier between (their stores
+    // are disjoint), so that they run side by side.
+    for (int64_t slice = 0; slice < k_slices; ++slice) {
+      const VkPipeline run = k_slices > 1 ? d.slice_pipelines[slice] : pipeline;
+      if (run != bound) {
+        dev_.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, run);
+        bound = run;
+      }
+      if (slice == 0) {
+        dev_.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &set, 0, nullptr);
+        dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
+      }
+      dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(x - tail), static_cast<uint32_t>(y), static_cast<uint32_t>(z));
+    }
+    if (tail > 0) {
+      PushConstants small = pc;
+      small.column_tile_base = static_cast<uint32_t>(2 * (x - tail));
+      const int64_t small_tokens = tiled_tokens / 2;
+      dev_.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d.small_pipeline);
+      bound = d.small_pipeline;
+      dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(small), &small);
+      dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(2 * tail), static_cast<uint32_t>((B + small_tokens - 1) / small_tokens), 1);
+    }
     if (timestamps != VK_NULL_HANDLE) {
       // Bottom of pipe: written once every command before it has finished.
       dev_.api().vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, query++);
       // Matmuls with their rows x K (o and down share a launch name).
       std::string shape;
       if (l != nullptr && p.shape.kind == LaunchShape::Kind::kMatmul) shape = absl::StrCat(p.shape.columns, "x", p.inputs[0].width);
+      const std::string sliced = absl::StrCat(" (workgroup tensor cores, K in ", k_slices, " slices)");
+      const std::string tailed = absl::StrCat(" (workgroup tensor cores, last ", tail, " column tiles small)");
       labels->push_back({absl::StrCat(p.kernel.template_name, decode_variant      ? " (decode)"
                                                               : small_tiles       ? " (workgroup tensor cores, small tiles)"
+                                                              : k_slices > 1      ? sliced.c_str()
+                                                              : tail > 0          ? tailed.c_str()
                                                               : tiled_variant     ? d.tiled_label
                                                               : prefill_attention ? " (query tiles)"
                                                                                   : ""),
                          l != nullptr ? l->kernel : std::string(), 0.0, std::move(shape)});
+    }
+    if (k_slices > 1) {
+      PushConstants sum = pc;
+      sum.in0 = pc.out0;
+      sum.out0 = split_out;
+      sum.splits = static_cast<uint32_t>(k_slices);
+      const int64_t width = p.outputs[0].width;
+      order({{0, sum.in0 * int64_t{4}, (sum.in0 + k_slices * B * width) * 4},
+             {0, sum.in1 * int64_t{4}, (sum.in1 + B * width) * 4}},
+            {{0, split_out * int64_t{4}, (split_out + B * width) * 4}});
+      const int64_t groups = std::clamp<int64_t>((B * width + 255) / 256, 1, LaunchShape::kMaxStrideGroups);
+      dev_.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d.split_sum_pipeline);
+      bound = d.split_sum_pipeline;
+      dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(sum), &sum);
+      dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(groups), 1, 1);
+      if (timestamps != VK_NULL_HANDLE) {
+        dev_.api().vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, query++);
+        labels->push_back({absl::StrCat("elementwise (split_sum of ", k_slices, ")"),
+                           l != nullptr ? l->kernel : std::string(), 0.0, absl::StrCat(B, "x", width)});
+      }
     }
     if (silu_after) {
       PushConstants silu = pc;
@@ -956,6 +1066,20 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
     dispatches_.push_back(Dispatch{std::move(greedy), plan_.launches.size(), Role::kGreedyIds});
   }
   logit_rows_ = RowsAreLogitRows(plan_);
+  // The twins of the matmuls of logit rows that prefill-sized buckets run.
+  for (size_t i = 0; i < dispatches_.size(); ++i) {
+    const Dispatch& d = dispatches_[i];
+    if (d.role != Role::kLaunch || !d.planned.decode_kernel) continue;
+    bool prefill_logits = false;
+    for (size_t b = 0; b < plan_.buckets.size(); ++b) {
+      prefill_logits = prefill_logits || (plan_.buckets[b] > d.planned.decode_max_bucket && logit_rows_[d.launch][b]);
+    }
+    if (!prefill_logits) continue;
+    Dispatch twin = d;
+    twin.logits_twin = true;
+    dispatches_.insert(dispatches_.begin() + static_cast<std::ptrdiff_t>(i), std::move(twin));
+    ++i;
+  }
   const JsonValue* vocab = plan_.model.Find("n_vocab");
   if (vocab == nullptr || !vocab->int_value() || *vocab->int_value() <= 0) {
     return absl::InvalidArgumentError("plan: model.n_vocab is missing");
@@ -1001,6 +1125,8 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
       if (!d.planned.coopmat2_kernel || module_keys_.count(d.planned.coopmat2_kernel->Key()) == 0) continue;
       act_f16_halves_ = std::max(act_f16_halves_, d.planned.inputs[0].width * plan_.buckets.back());
       if (d.planned.silu_mul_kernel) silu_floats_ = std::max(silu_floats_, d.planned.coopmat2_columns * plan_.buckets.back());
+      const int64_t slices = static_cast<int64_t>(d.planned.coopmat2_slice_kernels.size());
+      silu_floats_ = std::max(silu_floats_, slices * d.planned.coopmat2_columns * plan_.buckets.back());
     }
   }
   const int64_t arena_bytes =

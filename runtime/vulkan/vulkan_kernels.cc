@@ -310,11 +310,12 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
     d.coopmat_f16_kernel = f16.Build();
     // On workgroup-scope cooperative matrices (matmul_coopmat2.comp) after
     // activations_f16.comp, in two tile sizes: 128 tokens x 256 columns (the
-    // fastest tile of the H200 probe) where a bucket's grid fills the GPU,
-    // 64 x 128 where it would not; 32 k a step. silu_mul's gate and up run
-    // as two weights to two outputs (EPILOGUE 0), then elementwise's
-    // silu_mul. A column tile must lie in one weight.
-    constexpr int64_t kCm2Tokens = 128, kCm2Columns = 256, kCm2K = 32, kCm2Workgroup = 256;
+    // fastest tile of the H200 probe) and 64 x 128, which the executor picks
+    // by the bucket's waves of each (and runs as a large launch's tail); 32 k
+    // a step. silu_mul's gate and up run as two weights to two outputs
+    // (EPILOGUE 0), then elementwise's silu_mul. A column tile must lie in
+    // one weight.
+    constexpr int64_t kCm2Tokens = 128, kCm2Columns = 256, kCm2K = 32, kCm2Workgroup = 256, kCm2KSlices = 2;
     constexpr int64_t kActivationsWorkgroup = 256, kSiluWorkgroup = 256;
     bool tiles_fit = true;
     for (size_t i = 0; i + 1 < ws.size(); ++i) tiles_fit = tiles_fit && Rows(*ws[i]) % kCm2Columns == 0;
@@ -334,6 +335,19 @@ absl::StatusOr<std::vector<PlannedDispatch>> Matmul(const Ctx& c) {
       d.activations_f16_kernel = act.Build();
       if (epi == 1) {
         d.silu_mul_kernel = InstanceBuilder("elementwise", kSiluWorkgroup).Int("OP", 4).Int("WIDTH", columns).Build();
+      }
+      if (epi == 2) {
+        // K in kCm2KSlices slices of whole unrolled runs (the large tile's
+        // instance per slice), then split_sum.
+        constexpr int64_t kRun = 8 * kCm2K;
+        const int64_t per_slice = (k / kCm2KSlices + kRun - 1) / kRun * kRun;
+        cm2.Int("BM", kCm2Tokens).Int("BN", kCm2Columns).Int("K_SLICES", kCm2KSlices);
+        for (int64_t slice = 0; slice < kCm2KSlices; ++slice) {
+          const int64_t begin = std::min(k, slice * per_slice), end = std::min(k, begin + per_slice);
+          cm2.Int("K_SLICE", slice).Int("K_BEGIN", begin).Int("K_END", end);
+          d.coopmat2_slice_kernels.push_back(cm2.Build());
+        }
+        d.split_sum_kernel = InstanceBuilder("elementwise", kSiluWorkgroup).Int("OP", 5).Int("WIDTH", columns).Build();
       }
     }
   }

@@ -145,6 +145,12 @@ struct PlannedDispatch {
   // silu_mul launches: coopmat2_kernel writes gate's and up's sums apart
   // (past the arena), then this elementwise silu_mul makes the result.
   std::optional<KernelInstance> silu_mul_kernel;
+  // residual_add launches: where coopmat2_kernel's grid of large tiles
+  // would leave SMs idle, K split in slices instead, one instance a slice
+  // (dispatched side by side), each storing its sums apart (past the arena);
+  // then this elementwise split_sum adds them and the residual.
+  std::vector<KernelInstance> coopmat2_slice_kernels;
+  std::optional<KernelInstance> split_sum_kernel;
   // Per weight slot that is not f16 already: the kernel that makes its f16
   // copy at load (dequant_f16.comp).
   std::array<std::optional<KernelInstance>, 3> f16_copy_kernels;

@@ -2,8 +2,11 @@
 // single-op plans (fed by embedding lookups), several shapes including odd
 // ones, outputs poisoned with NaN before each step, relative L2 under 1e-5
 // (both sides decode the same weights exactly and sum in f32).
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <random>
 #include <tuple>
 
 #include "absl/strings/match.h"
@@ -336,9 +339,10 @@ TEST(VulkanKernels, TensorCorePrefillWithAndWithoutTheF16Copy) {
 // Prefill on workgroup-scope cooperative matrices (matmul_coopmat2.comp
 // after activations_f16.comp) where the device has them (the H200's driver;
 // not lavapipe): a normed fused QKV whose q, k and v each span whole column
-// tiles runs on it (the profile says so) and matches the CPU, and so does
-// every storage and epilogue of ExpectPrefillMatmulsMatch (partial tiles:
-// 37 columns, 5-70 tokens).
+// tiles runs on it (the profile says so) and matches the CPU, so does a
+// residual_add with K split in slices, and so does every storage and
+// epilogue of ExpectPrefillMatmulsMatch (partial tiles: 37 columns, 5-70
+// tokens).
 TEST(VulkanKernels, WorkgroupTensorCorePrefill) {
   const int64_t vocab = 31;
   TestPlan tp(std::vector<int64_t>{1, 8, 64, 128});
@@ -370,6 +374,52 @@ TEST(VulkanKernels, WorkgroupTensorCorePrefill) {
     ExpectSameOutputs(tp, r.q, 512, batches, 64, what + "q", kPrefillTolerance);
     ExpectSameOutputs(tp, r.k, 256, batches, 64, what + "k", kPrefillTolerance);
     ExpectSameOutputs(tp, r.v, 256, batches, 64, what + "v", kPrefillTolerance);
+  }
+  // residual_add with K split in two slices (K = 768: 512 and 256), side by
+  // side, split_sum adding them and the residual after; and unsplit.
+  TestPlan ffn(std::vector<int64_t>{1, 8, 64, 128});
+  ffn.SetPool(1, 1, 4, 4, 128);
+  const FfnRegions f = AddFfn(ffn, "q4_K", 256, 768, vocab);
+  for (const char* split : {"0", "1"}) {
+    const testing::ScopedEnv split_env("KILN_VULKAN_CM2_SPLITK", split);
+    absl::StatusOr<Plan> ffn_plan = ffn.Build(f.out, 256);
+    ASSERT_TRUE(ffn_plan.ok()) << ffn_plan.status();
+    std::unique_ptr<Executor> ffn_gpu = MakeVulkan(*ffn_plan, ffn.Source(), 64, &skip);
+    ASSERT_NE(ffn_gpu, nullptr) << skip;
+    absl::StatusOr<std::vector<KernelTime>> ffn_times = ffn_gpu->ProfileStep(batches[0]);
+    ASSERT_TRUE(ffn_times.ok()) << ffn_times.status();
+    int sliced = 0, sums = 0;
+    for (const KernelTime& t : *ffn_times) {
+      sliced += t.kernel == "matmul (workgroup tensor cores, K in 2 slices)";
+      sums += t.kernel == "elementwise (split_sum of 2)";
+    }
+    EXPECT_EQ(sliced, std::string(split) == "1" ? 1 : 0) << "KILN_VULKAN_CM2_SPLITK=" << split;
+    EXPECT_EQ(sums, sliced) << "KILN_VULKAN_CM2_SPLITK=" << split;
+    ExpectSameOutputs(ffn, f.out, 256, batches, 64, absl::StrCat("residual_add, KILN_VULKAN_CM2_SPLITK=", split),
+                      kPrefillTolerance);
+  }
+  // A silu_mul launch of 6 column tiles (gate's 3 and up's 3) with its last
+  // 1 or 4 of them run as small tiles in a second dispatch (for a launch
+  // whose large tiles end in a partly empty wave), and in one dispatch.
+  TestPlan wide(std::vector<int64_t>{1, 8, 64, 128});
+  wide.SetPool(1, 1, 4, 4, 128);
+  const FfnRegions w = AddFfn(wide, "q4_K", 256, 768, vocab);
+  for (const char* tail : {"0", "1", "4"}) {
+    const testing::ScopedEnv tail_env("KILN_VULKAN_CM2_TAIL", tail);
+    const testing::ScopedEnv large("KILN_VULKAN_CM2_TILE", "large");
+    absl::StatusOr<Plan> wide_plan = wide.Build(w.h, 768);
+    ASSERT_TRUE(wide_plan.ok()) << wide_plan.status();
+    std::unique_ptr<Executor> wide_gpu = MakeVulkan(*wide_plan, wide.Source(), 64, &skip);
+    ASSERT_NE(wide_gpu, nullptr) << skip;
+    absl::StatusOr<std::vector<KernelTime>> wide_times = wide_gpu->ProfileStep(batches[1]);
+    ASSERT_TRUE(wide_times.ok()) << wide_times.status();
+    int tailed = 0;
+    for (const KernelTime& t : *wide_times) {
+      tailed += t.kernel == absl::StrCat("matmul (workgroup tensor cores, last ", tail, " column tiles small)");
+    }
+    EXPECT_EQ(tailed, std::string(tail) == "0" ? 0 : 1) << "KILN_VULKAN_CM2_TAIL=" << tail;
+    ExpectSameOutputs(wide, w.h, 768, batches, 64, absl::StrCat("silu_mul, KILN_VULKAN_CM2_TAIL=", tail),
+                      kPrefillTolerance);
   }
   ExpectPrefillMatmulsMatch();
 }
@@ -447,6 +497,69 @@ TEST(VulkanKernels, DequantF16RowsEveryStorage) {
   dev.api().vkDestroyDescriptorSetLayout(dev.device(), set_layout, nullptr);
 }
 
+// elementwise.comp's split_sum (OP 5) alone, as the executor runs it after
+// matmul_coopmat2's K-slice instances (which lavapipe cannot run): each
+// output is the slices' sums in slice order, then the residual.
+TEST(VulkanKernels, SplitSumAddsTheSlicesThenTheResidual) {
+  vulkan::VulkanDevice dev;
+  if (absl::Status s = dev.Open(0); !s.ok()) GTEST_SKIP() << "no Vulkan: " << s;
+  constexpr int64_t kWidth = 37, kRows = 5, kSlices = 3, kN = kRows * kWidth;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  uint32_t push[21] = {};  // common.glsl's push constants, all 21 words
+  ASSERT_TRUE(dev.CreateComputeLayouts(8, sizeof(push), &set_layout, &layout).ok());
+  vulkan::KernelInstance k{"elementwise", {{"WG", "64"}, {"OP", "5"}, {"WIDTH", absl::StrCat(kWidth)}}, 64};
+  absl::StatusOr<std::vector<uint32_t>> words = codegen::spirv::CompileInstance(k);
+  ASSERT_TRUE(words.ok()) << words.status();
+  absl::StatusOr<VkPipeline> pipeline = dev.CreateComputePipeline(*words, "main", layout, k.Key());
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  absl::StatusOr<VkDescriptorPool> pool = dev.CreateDescriptorPool(1, 8);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  // The arena: the slices, the residual, then the output (NaN until written).
+  absl::StatusOr<vulkan::Buffer> arena = dev.CreateBuffer((kSlices + 2) * kN * 4, true, "arena");
+  absl::StatusOr<vulkan::Buffer> io = dev.CreateBuffer(16 * 4, true, "io");
+  absl::StatusOr<vulkan::Buffer> dummy = dev.CreateBuffer(16, true, "dummy");
+  ASSERT_TRUE(arena.ok() && io.ok() && dummy.ok());
+  float* a = static_cast<float*>(arena->mapped);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t i = 0; i < (kSlices + 1) * kN; ++i) a[i] = normal(rng);
+  std::fill(a + (kSlices + 1) * kN, a + (kSlices + 2) * kN, std::numeric_limits<float>::quiet_NaN());
+  int32_t* io_ints = static_cast<int32_t*>(io->mapped);
+  std::fill(io_ints, io_ints + 16, 0);
+  io_ints[0] = kRows;  // IO_T: the step's tokens
+  absl::StatusOr<VkDescriptorSet> set = dev.AllocateDescriptorSet(*pool, set_layout);
+  ASSERT_TRUE(set.ok()) << set.status();
+  VkDescriptorBufferInfo info[8];
+  for (auto& i : info) i = VkDescriptorBufferInfo{dummy->buffer, 0, VK_WHOLE_SIZE};
+  info[5] = VkDescriptorBufferInfo{arena->buffer, 0, VK_WHOLE_SIZE};
+  info[7] = VkDescriptorBufferInfo{io->buffer, 0, VK_WHOLE_SIZE};
+  dev.WriteStorageBuffers(*set, info);
+  push[0] = 0;                                          // in0: slice 0 (slice z at z x rows x WIDTH)
+  push[1] = static_cast<uint32_t>(kSlices * kN);        // in1: the residual
+  push[2] = static_cast<uint32_t>((kSlices + 1) * kN);  // out0
+  push[8] = kSlices;                                    // splits
+  push[11] = 8;                                         // bucket
+  // Two workgroups of 64 for 185 elements: the grid strides.
+  ASSERT_TRUE(dev.RunOnce([&](VkCommandBuffer cb) {
+                   dev.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, *pipeline);
+                   dev.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &*set, 0, nullptr);
+                   dev.api().vkCmdPushConstants(cb, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), push);
+                   dev.api().vkCmdDispatch(cb, 2, 1, 1);
+                 }).ok());
+  for (int64_t i = 0; i < kN; ++i) {
+    float want = a[i];
+    for (int64_t z = 1; z < kSlices; ++z) want += a[z * kN + i];
+    want += a[kSlices * kN + i];
+    ASSERT_FLOAT_EQ(a[(kSlices + 1) * kN + i], want) << "element " << i;
+  }
+  dev.api().vkDestroyPipeline(dev.device(), *pipeline, nullptr);
+  for (vulkan::Buffer* b : {&*arena, &*io, &*dummy}) dev.DestroyBuffer(*b);
+  dev.api().vkDestroyDescriptorPool(dev.device(), *pool, nullptr);
+  dev.api().vkDestroyPipelineLayout(dev.device(), layout, nullptr);
+  dev.api().vkDestroyDescriptorSetLayout(dev.device(), set_layout, nullptr);
+}
+
 TEST(VulkanKernels, EmbeddingOfQuantisedTables) {
   for (const auto& [storage, width] : std::vector<std::pair<std::string, int64_t>>{
            {"f32", 13}, {"f16", 13}, {"q8_0", 64}, {"q4_K", 256}, {"int2:g16", 48}}) {
@@ -509,6 +622,19 @@ TEST(VulkanKernels, GatherRowsThenHeadOnFewerRows) {
                     {MakeBatch({{0, 6}}, 2, vocab, tp.rng(), {4, 0, 5}), MakeBatch({{0, 3}, {2, 2}}, 2, vocab, tp.rng(), {2, 4}),
                      MakeBatch({{0, 1}}, 1, vocab, tp.rng())},
                     4, "gather_rows and head");
+  // In the 8-token bucket the head is recorded on its decode variant too,
+  // which takes steps of at most two logit rows (the second batch above;
+  // the first has three, which the tiled variant takes).
+  absl::StatusOr<Plan> plan = tp.Build(y, n);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::string skip;
+  std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), 4, &skip);
+  if (!skip.empty()) GTEST_SKIP() << "no Vulkan: " << skip;
+  absl::StatusOr<std::vector<KernelTime>> times = gpu->ProfileStep(MakeBatch({{0, 3}, {2, 2}}, 2, vocab, tp.rng(), {2, 4}));
+  ASSERT_TRUE(times.ok()) << times.status();
+  int head_on_decode = 0;
+  for (const KernelTime& t : *times) head_on_decode += t.kernel == "matmul (decode)" && t.launch == "fused_matmul.norm.q8_0";
+  EXPECT_EQ(head_on_decode, 1);
 }
 
 // A 2-bit table holds each value many times, so its rows' maxima repeat
