@@ -955,44 +955,40 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
                                                                                   : ""),
                          l != nullptr ? l->kernel : std::string(), 0.0, std::move(shape)});
     }
+    // An elementwise pass after the matmul over its B x width outputs
+    // (split_sum, silu_mul), ordered after the accesses it names.
+    const int64_t width = p.outputs[0].width;
+    auto elementwise_after = [&](VkPipeline run, const PushConstants& push, const std::vector<Access>& in,
+                                 const Access& out, std::string label) {
+      order(in, {out});
+      const int64_t groups = std::clamp<int64_t>((B * width + 255) / 256, 1, LaunchShape::kMaxStrideGroups);
+      dev_.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, run);
+      bound = run;
+      dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), &push);
+      dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(groups), 1, 1);
+      if (timestamps != VK_NULL_HANDLE) {
+        dev_.api().vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, query++);
+        labels->push_back({std::move(label), l != nullptr ? l->kernel : std::string(), 0.0, absl::StrCat(B, "x", width)});
+      }
+    };
     if (k_slices > 1) {
       PushConstants sum = pc;
       sum.in0 = pc.out0;
       sum.out0 = split_out;
       sum.splits = static_cast<uint32_t>(k_slices);
-      const int64_t width = p.outputs[0].width;
-      order({{0, sum.in0 * int64_t{4}, (sum.in0 + k_slices * B * width) * 4},
-             {0, sum.in1 * int64_t{4}, (sum.in1 + B * width) * 4}},
-            {{0, split_out * int64_t{4}, (split_out + B * width) * 4}});
-      const int64_t groups = std::clamp<int64_t>((B * width + 255) / 256, 1, LaunchShape::kMaxStrideGroups);
-      dev_.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d.split_sum_pipeline);
-      bound = d.split_sum_pipeline;
-      dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(sum), &sum);
-      dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(groups), 1, 1);
-      if (timestamps != VK_NULL_HANDLE) {
-        dev_.api().vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, query++);
-        labels->push_back({absl::StrCat("elementwise (split_sum of ", k_slices, ")"),
-                           l != nullptr ? l->kernel : std::string(), 0.0, absl::StrCat(B, "x", width)});
-      }
+      elementwise_after(d.split_sum_pipeline, sum,
+                        {{0, sum.in0 * int64_t{4}, (sum.in0 + k_slices * B * width) * 4},
+                         {0, sum.in1 * int64_t{4}, (sum.in1 + B * width) * 4}},
+                        {0, split_out * int64_t{4}, (split_out + B * width) * 4},
+                        absl::StrCat("elementwise (split_sum of ", k_slices, ")"));
     }
     if (silu_after) {
       PushConstants silu = pc;
       silu.in0 = pc.out0;
       silu.in1 = pc.out1;
       silu.out0 = silu_out;
-      const int64_t width = p.outputs[0].width;
-      order({{0, silu.in0 * int64_t{4}, (silu.in1 + B * width) * 4}},
-            {{0, silu_out * int64_t{4}, (silu_out + B * width) * 4}});
-      const int64_t groups = std::clamp<int64_t>((B * width + 255) / 256, 1, LaunchShape::kMaxStrideGroups);
-      dev_.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d.silu_pipeline);
-      bound = d.silu_pipeline;
-      dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(silu), &silu);
-      dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(groups), 1, 1);
-      if (timestamps != VK_NULL_HANDLE) {
-        dev_.api().vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, query++);
-        labels->push_back({"elementwise (silu_mul)", l != nullptr ? l->kernel : std::string(), 0.0,
-                           absl::StrCat(B, "x", width)});
-      }
+      elementwise_after(d.silu_pipeline, silu, {{0, silu.in0 * int64_t{4}, (silu.in1 + B * width) * 4}},
+                        {0, silu_out * int64_t{4}, (silu_out + B * width) * 4}, "elementwise (silu_mul)");
     }
   }
   barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,

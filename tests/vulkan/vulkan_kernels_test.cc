@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <random>
+#include <span>
 #include <tuple>
 
 #include "absl/strings/match.h"
@@ -336,6 +338,19 @@ TEST(VulkanKernels, TensorCorePrefillWithAndWithoutTheF16Copy) {
   ExpectPrefillMatmulsMatch();
 }
 
+// How many dispatches of a profiled step of `batch` on the Vulkan executor
+// of `tp`'s plan (result `region`) are labelled `label`; -1 where it fails.
+int CountProfiled(const TestPlan& tp, int64_t region, int64_t width, const StepBatch& batch, const std::string& label) {
+  absl::StatusOr<Plan> plan = tp.Build(region, width);
+  if (!plan.ok()) return -1;
+  std::string skip;
+  std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), 64, &skip);
+  if (gpu == nullptr) return -1;
+  absl::StatusOr<std::vector<KernelTime>> times = gpu->ProfileStep(batch);
+  if (!times.ok()) return -1;
+  return static_cast<int>(std::count_if(times->begin(), times->end(), [&](const KernelTime& t) { return t.kernel == label; }));
+}
+
 // Prefill on workgroup-scope cooperative matrices (matmul_coopmat2.comp
 // after activations_f16.comp) where the device has them (the H200's driver;
 // not lavapipe): a normed fused QKV whose q, k and v each span whole column
@@ -375,53 +390,53 @@ TEST(VulkanKernels, WorkgroupTensorCorePrefill) {
     ExpectSameOutputs(tp, r.k, 256, batches, 64, what + "k", kPrefillTolerance);
     ExpectSameOutputs(tp, r.v, 256, batches, 64, what + "v", kPrefillTolerance);
   }
-  // residual_add with K split in two slices (K = 768: 512 and 256), side by
-  // side, split_sum adding them and the residual after; and unsplit.
+  // An FFN whose residual_add has K split in two slices (K = 768: 512 and
+  // 256), side by side, split_sum adding them and the residual after; and
+  // unsplit. Its silu_mul (6 column tiles: gate's 3 and up's 3) with the
+  // last 1 or 4 of them run as small tiles in a second dispatch (as a
+  // launch whose large tiles end in a partly empty wave), and in one.
   TestPlan ffn(std::vector<int64_t>{1, 8, 64, 128});
   ffn.SetPool(1, 1, 4, 4, 128);
   const FfnRegions f = AddFfn(ffn, "q4_K", 256, 768, vocab);
   for (const char* split : {"0", "1"}) {
     const testing::ScopedEnv split_env("KILN_VULKAN_CM2_SPLITK", split);
-    absl::StatusOr<Plan> ffn_plan = ffn.Build(f.out, 256);
-    ASSERT_TRUE(ffn_plan.ok()) << ffn_plan.status();
-    std::unique_ptr<Executor> ffn_gpu = MakeVulkan(*ffn_plan, ffn.Source(), 64, &skip);
-    ASSERT_NE(ffn_gpu, nullptr) << skip;
-    absl::StatusOr<std::vector<KernelTime>> ffn_times = ffn_gpu->ProfileStep(batches[0]);
-    ASSERT_TRUE(ffn_times.ok()) << ffn_times.status();
-    int sliced = 0, sums = 0;
-    for (const KernelTime& t : *ffn_times) {
-      sliced += t.kernel == "matmul (workgroup tensor cores, K in 2 slices)";
-      sums += t.kernel == "elementwise (split_sum of 2)";
-    }
-    EXPECT_EQ(sliced, std::string(split) == "1" ? 1 : 0) << "KILN_VULKAN_CM2_SPLITK=" << split;
-    EXPECT_EQ(sums, sliced) << "KILN_VULKAN_CM2_SPLITK=" << split;
+    const int want = std::string(split) == "1" ? 1 : 0;
+    EXPECT_EQ(CountProfiled(ffn, f.out, 256, batches[0], "matmul (workgroup tensor cores, K in 2 slices)"), want) << split;
+    EXPECT_EQ(CountProfiled(ffn, f.out, 256, batches[0], "elementwise (split_sum of 2)"), want) << split;
     ExpectSameOutputs(ffn, f.out, 256, batches, 64, absl::StrCat("residual_add, KILN_VULKAN_CM2_SPLITK=", split),
                       kPrefillTolerance);
   }
-  // A silu_mul launch of 6 column tiles (gate's 3 and up's 3) with its last
-  // 1 or 4 of them run as small tiles in a second dispatch (for a launch
-  // whose large tiles end in a partly empty wave), and in one dispatch.
-  TestPlan wide(std::vector<int64_t>{1, 8, 64, 128});
-  wide.SetPool(1, 1, 4, 4, 128);
-  const FfnRegions w = AddFfn(wide, "q4_K", 256, 768, vocab);
   for (const char* tail : {"0", "1", "4"}) {
     const testing::ScopedEnv tail_env("KILN_VULKAN_CM2_TAIL", tail);
     const testing::ScopedEnv large("KILN_VULKAN_CM2_TILE", "large");
-    absl::StatusOr<Plan> wide_plan = wide.Build(w.h, 768);
-    ASSERT_TRUE(wide_plan.ok()) << wide_plan.status();
-    std::unique_ptr<Executor> wide_gpu = MakeVulkan(*wide_plan, wide.Source(), 64, &skip);
-    ASSERT_NE(wide_gpu, nullptr) << skip;
-    absl::StatusOr<std::vector<KernelTime>> wide_times = wide_gpu->ProfileStep(batches[1]);
-    ASSERT_TRUE(wide_times.ok()) << wide_times.status();
-    int tailed = 0;
-    for (const KernelTime& t : *wide_times) {
-      tailed += t.kernel == absl::StrCat("matmul (workgroup tensor cores, last ", tail, " column tiles small)");
-    }
-    EXPECT_EQ(tailed, std::string(tail) == "0" ? 0 : 1) << "KILN_VULKAN_CM2_TAIL=" << tail;
-    ExpectSameOutputs(wide, w.h, 768, batches, 64, absl::StrCat("silu_mul, KILN_VULKAN_CM2_TAIL=", tail),
+    const std::string label = absl::StrCat("matmul (workgroup tensor cores, last ", tail, " column tiles small)");
+    EXPECT_EQ(CountProfiled(ffn, f.h, 768, batches[1], label), std::string(tail) == "0" ? 0 : 1) << tail;
+    ExpectSameOutputs(ffn, f.h, 768, batches, 64, absl::StrCat("silu_mul, KILN_VULKAN_CM2_TAIL=", tail),
                       kPrefillTolerance);
   }
   ExpectPrefillMatmulsMatch();
+}
+
+// One dispatch of `pipeline` (x = `groups`) with push constants `push`, on
+// a new descriptor set from `pool` binding buffers[i] at binding i (the
+// unset ones `dummy`).
+absl::Status DispatchOnce(vulkan::VulkanDevice& dev, VkDescriptorSetLayout set_layout, VkPipelineLayout layout,
+                          VkDescriptorPool pool, VkPipeline pipeline, const std::map<int, VkBuffer>& buffers,
+                          VkBuffer dummy, std::span<const uint32_t> push, uint32_t groups) {
+  absl::StatusOr<VkDescriptorSet> set = dev.AllocateDescriptorSet(pool, set_layout);
+  if (!set.ok()) return set.status();
+  VkDescriptorBufferInfo info[8];
+  for (int i = 0; i < 8; ++i) {
+    info[i] = VkDescriptorBufferInfo{buffers.count(i) > 0 ? buffers.at(i) : dummy, 0, VK_WHOLE_SIZE};
+  }
+  dev.WriteStorageBuffers(*set, info);
+  return dev.RunOnce([&](VkCommandBuffer cb) {
+    dev.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+    dev.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &*set, 0, nullptr);
+    dev.api().vkCmdPushConstants(cb, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(push.size_bytes()),
+                                 push.data());
+    dev.api().vkCmdDispatch(cb, groups, 1, 1);
+  });
 }
 
 // dequant_f16.comp alone (the f16 copy the executor makes at load where the
@@ -456,21 +471,11 @@ TEST(VulkanKernels, DequantF16RowsEveryStorage) {
     ASSERT_TRUE(in.ok() && out.ok());
     std::memcpy(in->mapped, w->data.data(), w->data.size());
     std::memset(out->mapped, 0xFF, rows * c.k * 2);  // NaNs where nothing is written
-    absl::StatusOr<VkDescriptorSet> set = dev.AllocateDescriptorSet(*pool, set_layout);
-    ASSERT_TRUE(set.ok()) << set.status();
-    VkDescriptorBufferInfo info[8];
-    for (auto& i : info) i = VkDescriptorBufferInfo{dummy->buffer, 0, VK_WHOLE_SIZE};
-    info[0] = VkDescriptorBufferInfo{in->buffer, 0, VK_WHOLE_SIZE};
-    info[5] = VkDescriptorBufferInfo{out->buffer, 0, VK_WHOLE_SIZE};
-    dev.WriteStorageBuffers(*set, info);
-    uint32_t push[9] = {static_cast<uint32_t>(rows)};
+    const uint32_t push[9] = {static_cast<uint32_t>(rows)};
     // Two workgroups for 37 rows: the grid strides.
-    ASSERT_TRUE(dev.RunOnce([&](VkCommandBuffer cb) {
-                     dev.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, *pipeline);
-                     dev.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &*set, 0, nullptr);
-                     dev.api().vkCmdPushConstants(cb, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), push);
-                     dev.api().vkCmdDispatch(cb, 2, 1, 1);
-                   }).ok());
+    ASSERT_TRUE(DispatchOnce(dev, set_layout, layout, *pool, *pipeline, {{0, in->buffer}, {5, out->buffer}}, dummy->buffer,
+                             push, 2)
+                    .ok());
     const uint16_t* got = static_cast<const uint16_t*>(out->mapped);
     std::vector<float> row(c.k);
     const uint64_t row_bytes = *w->storage.RowBytes(c.k);
@@ -528,25 +533,15 @@ TEST(VulkanKernels, SplitSumAddsTheSlicesThenTheResidual) {
   int32_t* io_ints = static_cast<int32_t*>(io->mapped);
   std::fill(io_ints, io_ints + 16, 0);
   io_ints[0] = kRows;  // IO_T: the step's tokens
-  absl::StatusOr<VkDescriptorSet> set = dev.AllocateDescriptorSet(*pool, set_layout);
-  ASSERT_TRUE(set.ok()) << set.status();
-  VkDescriptorBufferInfo info[8];
-  for (auto& i : info) i = VkDescriptorBufferInfo{dummy->buffer, 0, VK_WHOLE_SIZE};
-  info[5] = VkDescriptorBufferInfo{arena->buffer, 0, VK_WHOLE_SIZE};
-  info[7] = VkDescriptorBufferInfo{io->buffer, 0, VK_WHOLE_SIZE};
-  dev.WriteStorageBuffers(*set, info);
   push[0] = 0;                                          // in0: slice 0 (slice z at z x rows x WIDTH)
   push[1] = static_cast<uint32_t>(kSlices * kN);        // in1: the residual
   push[2] = static_cast<uint32_t>((kSlices + 1) * kN);  // out0
   push[8] = kSlices;                                    // splits
   push[11] = 8;                                         // bucket
   // Two workgroups of 64 for 185 elements: the grid strides.
-  ASSERT_TRUE(dev.RunOnce([&](VkCommandBuffer cb) {
-                   dev.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, *pipeline);
-                   dev.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &*set, 0, nullptr);
-                   dev.api().vkCmdPushConstants(cb, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), push);
-                   dev.api().vkCmdDispatch(cb, 2, 1, 1);
-                 }).ok());
+  ASSERT_TRUE(DispatchOnce(dev, set_layout, layout, *pool, *pipeline, {{5, arena->buffer}, {7, io->buffer}},
+                           dummy->buffer, push, 2)
+                  .ok());
   for (int64_t i = 0; i < kN; ++i) {
     float want = a[i];
     for (int64_t z = 1; z < kSlices; ++z) want += a[z * kN + i];
