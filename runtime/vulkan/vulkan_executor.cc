@@ -498,7 +498,8 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
         }
         // (Artifacts from before split K lack them: their launches run unsplit.)
         bool slices = d.planned.split_sum_kernel && module_keys_.count(d.planned.split_sum_kernel->Key()) > 0;
-        for (const KernelInstance& k : d.planned.coopmat2_slice_kernels) slices = slices && module_keys_.count(k.Key()) > 0;
+        for (const KernelInstance& k : d.planned.coopmat2_slice_kernels)
+          slices = slices && module_keys_.count(k.Key()) > 0;
         if (slices) {
           for (const KernelInstance& k : d.planned.coopmat2_slice_kernels) {
             absl::StatusOr<VkPipeline> slice = pipeline_for(k);
@@ -805,16 +806,20 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
     bool small_tiles = false;
     int64_t k_slices = 1;
     if (tiled_variant && d.small_pipeline != VK_NULL_HANDLE) {
-      const int64_t large = (B + tiled_tokens - 1) / tiled_tokens * ((p.coopmat2_columns + tiled_columns - 1) / tiled_columns);
-      const int64_t small = (2 * B + tiled_tokens - 1) / tiled_tokens * ((2 * p.coopmat2_columns + tiled_columns - 1) / tiled_columns);
+      const int64_t large =
+          (B + tiled_tokens - 1) / tiled_tokens * ((p.coopmat2_columns + tiled_columns - 1) / tiled_columns);
+      const int64_t small =
+          (2 * B + tiled_tokens - 1) / tiled_tokens * ((2 * p.coopmat2_columns + tiled_columns - 1) / tiled_columns);
       const int64_t units = dev_.compute_units();
       if (!d.slice_pipelines.empty() && units > 0) {
         const int64_t n = static_cast<int64_t>(d.slice_pipelines.size());
         bool split = n * large <= units;
-        if (const char* env = std::getenv("KILN_VULKAN_CM2_SPLITK"); env != nullptr) split = std::string_view(env) != "0";
+        if (const char* env = std::getenv("KILN_VULKAN_CM2_SPLITK"); env != nullptr)
+          split = std::string_view(env) != "0";
         k_slices = split ? n : 1;
       }
-      small_tiles = k_slices == 1 && units > 0 && 3 * ((small + 2 * units - 1) / (2 * units)) < 4 * ((large + units - 1) / units);
+      small_tiles =
+          k_slices == 1 && units > 0 && 3 * ((small + 2 * units - 1) / (2 * units)) < 4 * ((large + units - 1) / units);
       const char* env = std::getenv("KILN_VULKAN_CM2_TILE");
       if (env != nullptr) small_tiles = std::string_view(env) == "small";
       if (small_tiles) {
@@ -924,7 +929,8 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
         bound = run;
       }
       if (slice == 0) {
-        dev_.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &set, 0, nullptr);
+        dev_.api().vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1, &set, 0,
+                                           nullptr);
         dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
       }
       dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(x - tail), static_cast<uint32_t>(y), static_cast<uint32_t>(z));
@@ -936,7 +942,8 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
       dev_.api().vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d.small_pipeline);
       bound = d.small_pipeline;
       dev_.api().vkCmdPushConstants(cb, pipeline_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(small), &small);
-      dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(2 * tail), static_cast<uint32_t>((B + small_tokens - 1) / small_tokens), 1);
+      dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(2 * tail),
+                               static_cast<uint32_t>((B + small_tokens - 1) / small_tokens), 1);
     }
     if (timestamps != VK_NULL_HANDLE) {
       // Bottom of pipe: written once every command before it has finished.
@@ -946,11 +953,11 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
       if (l != nullptr && p.shape.kind == LaunchShape::Kind::kMatmul) shape = absl::StrCat(p.shape.columns, "x", p.inputs[0].width);
       const std::string sliced = absl::StrCat(" (workgroup tensor cores, K in ", k_slices, " slices)");
       const std::string tailed = absl::StrCat(" (workgroup tensor cores, last ", tail, " column tiles small)");
-      labels->push_back({absl::StrCat(p.kernel.template_name, decode_variant      ? " (decode)"
-                                                              : small_tiles       ? " (workgroup tensor cores, small tiles)"
-                                                              : k_slices > 1      ? sliced.c_str()
-                                                              : tail > 0          ? tailed.c_str()
-                                                              : tiled_variant     ? d.tiled_label
+      labels->push_back({absl::StrCat(p.kernel.template_name, decode_variant  ? " (decode)"
+                                                              : small_tiles   ? " (workgroup tensor cores, small tiles)"
+                                                              : k_slices > 1  ? sliced.c_str()
+                                                              : tail > 0      ? tailed.c_str()
+                                                              : tiled_variant ? d.tiled_label
                                                               : prefill_attention ? " (query tiles)"
                                                                                   : ""),
                          l != nullptr ? l->kernel : std::string(), 0.0, std::move(shape)});
@@ -968,7 +975,8 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
       dev_.api().vkCmdDispatch(cb, static_cast<uint32_t>(groups), 1, 1);
       if (timestamps != VK_NULL_HANDLE) {
         dev_.api().vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, query++);
-        labels->push_back({std::move(label), l != nullptr ? l->kernel : std::string(), 0.0, absl::StrCat(B, "x", width)});
+        labels->push_back(
+            {std::move(label), l != nullptr ? l->kernel : std::string(), 0.0, absl::StrCat(B, "x", width)});
       }
     };
     if (k_slices > 1) {

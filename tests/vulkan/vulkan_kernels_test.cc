@@ -348,7 +348,8 @@ int CountProfiled(const TestPlan& tp, int64_t region, int64_t width, const StepB
   if (gpu == nullptr) return -1;
   absl::StatusOr<std::vector<KernelTime>> times = gpu->ProfileStep(batch);
   if (!times.ok()) return -1;
-  return static_cast<int>(std::count_if(times->begin(), times->end(), [&](const KernelTime& t) { return t.kernel == label; }));
+  return static_cast<int>(
+      std::count_if(times->begin(), times->end(), [&](const KernelTime& t) { return t.kernel == label; }));
 }
 
 // Prefill on workgroup-scope cooperative matrices (matmul_coopmat2.comp
@@ -401,7 +402,8 @@ TEST(VulkanKernels, WorkgroupTensorCorePrefill) {
   for (const char* split : {"0", "1"}) {
     const testing::ScopedEnv split_env("KILN_VULKAN_CM2_SPLITK", split);
     const int want = std::string(split) == "1" ? 1 : 0;
-    EXPECT_EQ(CountProfiled(ffn, f.out, 256, batches[0], "matmul (workgroup tensor cores, K in 2 slices)"), want) << split;
+    EXPECT_EQ(CountProfiled(ffn, f.out, 256, batches[0], "matmul (workgroup tensor cores, K in 2 slices)"), want)
+        << split;
     EXPECT_EQ(CountProfiled(ffn, f.out, 256, batches[0], "elementwise (split_sum of 2)"), want) << split;
     ExpectSameOutputs(ffn, f.out, 256, batches, 64, absl::StrCat("residual_add, KILN_VULKAN_CM2_SPLITK=", split),
                       kPrefillTolerance);
@@ -473,8 +475,8 @@ TEST(VulkanKernels, DequantF16RowsEveryStorage) {
     std::memset(out->mapped, 0xFF, rows * c.k * 2);  // NaNs where nothing is written
     const uint32_t push[9] = {static_cast<uint32_t>(rows)};
     // Two workgroups for 37 rows: the grid strides.
-    ASSERT_TRUE(DispatchOnce(dev, set_layout, layout, *pool, *pipeline, {{0, in->buffer}, {5, out->buffer}}, dummy->buffer,
-                             push, 2)
+    ASSERT_TRUE(DispatchOnce(dev, set_layout, layout, *pool, *pipeline, {{0, in->buffer}, {5, out->buffer}},
+                             dummy->buffer, push, 2)
                     .ok());
     const uint16_t* got = static_cast<const uint16_t*>(out->mapped);
     std::vector<float> row(c.k);
@@ -532,7 +534,7 @@ TEST(VulkanKernels, SplitSumAddsTheSlicesThenTheResidual) {
   std::fill(a + (kSlices + 1) * kN, a + (kSlices + 2) * kN, std::numeric_limits<float>::quiet_NaN());
   int32_t* io_ints = static_cast<int32_t*>(io->mapped);
   std::fill(io_ints, io_ints + 16, 0);
-  io_ints[0] = kRows;  // IO_T: the step's tokens
+  io_ints[0] = kRows;                                   // IO_T: the step's tokens
   push[0] = 0;                                          // in0: slice 0 (slice z at z x rows x WIDTH)
   push[1] = static_cast<uint32_t>(kSlices * kN);        // in1: the residual
   push[2] = static_cast<uint32_t>((kSlices + 1) * kN);  // out0
@@ -625,10 +627,12 @@ TEST(VulkanKernels, GatherRowsThenHeadOnFewerRows) {
   std::string skip;
   std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), 4, &skip);
   if (!skip.empty()) GTEST_SKIP() << "no Vulkan: " << skip;
-  absl::StatusOr<std::vector<KernelTime>> times = gpu->ProfileStep(MakeBatch({{0, 3}, {2, 2}}, 2, vocab, tp.rng(), {2, 4}));
+  absl::StatusOr<std::vector<KernelTime>> times =
+      gpu->ProfileStep(MakeBatch({{0, 3}, {2, 2}}, 2, vocab, tp.rng(), {2, 4}));
   ASSERT_TRUE(times.ok()) << times.status();
   int head_on_decode = 0;
-  for (const KernelTime& t : *times) head_on_decode += t.kernel == "matmul (decode)" && t.launch == "fused_matmul.norm.q8_0";
+  for (const KernelTime& t : *times)
+    head_on_decode += t.kernel == "matmul (decode)" && t.launch == "fused_matmul.norm.q8_0";
   EXPECT_EQ(head_on_decode, 1);
 }
 
