@@ -193,7 +193,9 @@ absl::StatusOr<std::string> InstanceSource(const KernelInstance& k) {
   return src;
 }
 
-bool NeedsGlslangNext(const KernelInstance& k) { return k.template_name == "matmul_coopmat2"; }
+bool NeedsGlslangNext(const KernelInstance& k) {
+  return k.template_name == "matmul_coopmat2" || k.template_name == "paged_attention_coopmat2";
+}
 
 absl::StatusOr<std::vector<uint32_t>> CompileInstance(const KernelInstance& k) {
   absl::StatusOr<std::string> source = InstanceSource(k);
@@ -248,6 +250,9 @@ absl::StatusOr<std::vector<uint8_t>> GenerateVulkanKernels(const Plan& plan) {
       }
       if (d.decode_dp4_kernel) instances.emplace(d.decode_dp4_kernel->Key(), *d.decode_dp4_kernel);
       if (d.prefill_kernel) instances.emplace(d.prefill_kernel->Key(), *d.prefill_kernel);
+      if (d.coopmat2_prefill_kernel && next.ok()) {
+        instances.emplace(d.coopmat2_prefill_kernel->Key(), *d.coopmat2_prefill_kernel);
+      }
       if (d.fold_kernel) instances.emplace(d.fold_kernel->Key(), *d.fold_kernel);
     }
   }

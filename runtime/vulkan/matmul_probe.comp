@@ -3,9 +3,13 @@
 // workgroup-scope cooperative matrices with tensor addressing
 // (GL_NV_cooperative_matrix2): the driver stages the tiles and picks the
 // tensor-core instructions, so this is the rate a plain tiled kernel of this
-// kind reaches. BM, BN, BK and WG are defined per variant by
-// scripts/compile_matmul_probe.py, which writes matmul_probe_spirv.inc
-// (Debian 12's glslc does not know the extension).
+// kind reaches. BM, BN, BK, WG and KSIZE (m = n = k) are defined per variant
+// by scripts/compile_matmul_probe.py, which writes matmul_probe_spirv.inc
+// (Debian 12's glslc does not know the extension). The sizes are
+// compile-time constants: with the k loop's bound a push constant NVIDIA's
+// driver ran this loop at a quarter of the rate (61.9 TFLOP/s on an H100,
+// where the prefill matmuls reach 195-231; docs/perf/vulkan-h200.md,
+// sessions 47 and 48), as it did matmul_coopmat2.comp's.
 #version 450
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -17,22 +21,16 @@ layout(local_size_x = WG) in;
 layout(std430, set = 0, binding = 0) readonly buffer A { float16_t a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer B { float16_t b[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer C { float16_t c[]; };
-layout(push_constant) uniform Params { uint m, n, k; } pc;
 void main() {
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-  // Strides cleared of their low bits tell the compiler rows start 16-byte
-  // aligned (the probe's k is a multiple of 8 * BK).
-  const uint stride = pc.k & ~7u;
-  tensorLayoutNV<2> la = setTensorLayoutDimensionNV(createTensorLayoutNV(2), pc.m, pc.k);
-  tensorLayoutNV<2> lb = setTensorLayoutDimensionNV(createTensorLayoutNV(2), pc.n, pc.k);
-  la = setTensorLayoutStrideNV(la, stride, 1);
-  lb = setTensorLayoutStrideNV(lb, stride, 1);
-  tensorLayoutNV<2> lc = setTensorLayoutDimensionNV(createTensorLayoutNV(2), pc.m, pc.n);
+  tensorLayoutNV<2> la = setTensorLayoutDimensionNV(createTensorLayoutNV(2), KSIZE, KSIZE);
+  tensorLayoutNV<2> lb = setTensorLayoutDimensionNV(createTensorLayoutNV(2), KSIZE, KSIZE);
+  tensorLayoutNV<2> lc = setTensorLayoutDimensionNV(createTensorLayoutNV(2), KSIZE, KSIZE);
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
   coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
       coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
   uint k0 = 0;
-  for (uint i = 0; i < pc.k / (8 * BK); ++i) {
+  [[dont_unroll]] for (uint i = 0; i < KSIZE / (8 * BK); ++i) {
     [[unroll]] for (uint j = 0; j < 8; ++j) {
       coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> ta;
       coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> tb;

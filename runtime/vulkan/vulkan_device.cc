@@ -431,7 +431,7 @@ absl::Status VulkanDevice::CreateComputeLayouts(uint32_t buffers, uint32_t push_
   VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
   pli.setLayoutCount = 1;
   pli.pSetLayouts = set_layout;
-  pli.pushConstantRangeCount = 1;
+  pli.pushConstantRangeCount = push_bytes > 0 ? 1 : 0;  // a range may not be empty
   pli.pPushConstantRanges = &range;
   KILN_VK_CHECK(api_.vkCreatePipelineLayout(device_, &pli, nullptr, layout), "vkCreatePipelineLayout");
   return absl::OkStatus();

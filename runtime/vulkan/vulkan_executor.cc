@@ -93,8 +93,12 @@ class VulkanExecutor final : public Executor {
     VkPipeline pipeline = VK_NULL_HANDLE;
     VkPipeline decode_pipeline = VK_NULL_HANDLE;  // where planned.decode_kernel is set
     VkPipeline tiled_pipeline = VK_NULL_HANDLE;   // where planned.tiled_kernel is set
-    // planned.prefill_kernel where the device and the artifact have it.
+    // planned.coopmat2_prefill_kernel, else planned.prefill_kernel, where
+    // the device and the artifact have it; its tokens a workgroup and its
+    // profile label.
     VkPipeline prefill_attention_pipeline = VK_NULL_HANDLE;
+    int64_t prefill_attention_tokens = 1;
+    const char* prefill_attention_label = "";
     VkPipeline fold_pipeline = VK_NULL_HANDLE;  // planned.fold_kernel, where split steps fold the combine
     // The prefill variant tiled_pipeline runs: its tile and its profile label.
     int64_t tiled_tokens = 1, tiled_columns = 1;
@@ -431,6 +435,14 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
   // KILN_VULKAN_PREFILL_ATTENTION=0 keeps a workgroup per token.
   const char* prefill_env = std::getenv("KILN_VULKAN_PREFILL_ATTENTION");
   const bool prefill_attention = prefill_env == nullptr || std::string_view(prefill_env) != "0";
+  // On workgroup-scope tensor cores where the device and the artifact have
+  // them; KILN_VULKAN_CM2_ATTENTION=0 (or KILN_VULKAN_COOPMAT2=0) keeps the
+  // query tiles on CUDA cores.
+  const char* cm2_attention_env = std::getenv("KILN_VULKAN_CM2_ATTENTION");
+  const char* cm2_env = std::getenv("KILN_VULKAN_COOPMAT2");
+  const bool cm2_attention = prefill_attention && dev_.has_coopmat2() &&
+                             !(cm2_attention_env != nullptr && std::string_view(cm2_attention_env) == "0") &&
+                             !(cm2_env != nullptr && std::string_view(cm2_env) == "0");
   // Split steps' attention merges its own partials where the artifact has
   // every attention's FOLD instance (no combine dispatch and barrier);
   // KILN_VULKAN_FOLD_COMBINE=0 keeps attention_combine.
@@ -519,11 +531,21 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
         d.tiled_label = " (workgroup tensor cores)";
       }
     }
-    if (prefill_attention && d.planned.prefill_kernel && module_keys_.count(d.planned.prefill_kernel->Key()) > 0 &&
-        dev_.shuffle_width() >= d.planned.prefill_lanes) {
+    if (cm2_attention && d.planned.coopmat2_prefill_kernel &&
+        module_keys_.count(d.planned.coopmat2_prefill_kernel->Key()) > 0) {
+      absl::StatusOr<VkPipeline> prefill = pipeline_for(*d.planned.coopmat2_prefill_kernel);
+      if (!prefill.ok()) return prefill.status();
+      d.prefill_attention_pipeline = *prefill;
+      d.prefill_attention_tokens = d.planned.coopmat2_prefill_tokens_per_group;
+      d.prefill_attention_label = " (workgroup tensor cores)";
+    } else if (prefill_attention && d.planned.prefill_kernel &&
+               module_keys_.count(d.planned.prefill_kernel->Key()) > 0 &&
+               dev_.shuffle_width() >= d.planned.prefill_lanes) {
       absl::StatusOr<VkPipeline> prefill = pipeline_for(*d.planned.prefill_kernel);
       if (!prefill.ok()) return prefill.status();
       d.prefill_attention_pipeline = *prefill;
+      d.prefill_attention_tokens = d.planned.prefill_tokens_per_group;
+      d.prefill_attention_label = " (query tiles)";
     }
     if (fold_combine_ && d.planned.fold_kernel) {
       absl::StatusOr<VkPipeline> fold = pipeline_for(*d.planned.fold_kernel);
@@ -849,7 +871,7 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
     order(reads, writes);
     // Attention over one split of a prefill-sized step: query tiles.
     const bool prefill_attention =
-        d.prefill_attention_pipeline != VK_NULL_HANDLE && splits == 1 && B >= p.prefill_tokens_per_group;
+        d.prefill_attention_pipeline != VK_NULL_HANDLE && splits == 1 && B >= d.prefill_attention_tokens;
     const bool folded = splits > 1 && d.fold_pipeline != VK_NULL_HANDLE;
     const VkPipeline pipeline = decode_variant      ? d.decode_pipeline
                                 : small_tiles       ? d.small_pipeline
@@ -899,7 +921,7 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
         x = p.shape.heads / p.shape.heads_per_group;
         y = B;
         z = p.uses_partials ? splits : 1;
-        if (prefill_attention) y = (B + p.prefill_tokens_per_group - 1) / p.prefill_tokens_per_group;
+        if (prefill_attention) y = (B + d.prefill_attention_tokens - 1) / d.prefill_attention_tokens;
         break;
     }
     // matmul_coopmat2's large tiles whose last wave would hold at most half
@@ -958,7 +980,7 @@ absl::StatusOr<VkCommandBuffer> VulkanExecutor::Record(size_t bucket, bool greed
                                                               : k_slices > 1  ? sliced.c_str()
                                                               : tail > 0      ? tailed.c_str()
                                                               : tiled_variant ? d.tiled_label
-                                                              : prefill_attention ? " (query tiles)"
+                                                              : prefill_attention ? d.prefill_attention_label
                                                                                   : ""),
                          l != nullptr ? l->kernel : std::string(), 0.0, std::move(shape)});
     }

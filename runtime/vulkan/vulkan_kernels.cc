@@ -480,6 +480,22 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
     d.prefill_tokens_per_group = qt;
     d.prefill_lanes = lanes;
   }
+  // The same on workgroup-scope tensor cores: 64 query rows (QT tokens x the
+  // group's heads) a workgroup over tiles of 64 positions, 128 threads (the
+  // shapes llama.cpp's Vulkan flash attention takes there); Q and one K and
+  // V tile in f16 in shared memory: 32 KB at head_dim 128.
+  constexpr int64_t kCoopmat2Rows = 64, kCoopmat2Tile = 64;
+  if (*head_dim % 16 == 0 && *head_dim <= 256 && kCoopmat2Rows % group == 0) {
+    InstanceBuilder cm2("paged_attention_coopmat2", 128);
+    cm2.Int("NUM_HEADS", *heads).Int("NUM_KV_HEADS", *kv_heads).Int("HEAD_DIM", *head_dim);
+    cm2.Int("PAGE_SIZE", p.pool.page_size).Float("SCALE", *scale).Int("HAS_ROPE", rope ? 1 : 0);
+    cm2.Int("BR", kCoopmat2Rows).Int("BC", kCoopmat2Tile).Int("KV_F16", kv_f16);
+    if (rope) {
+      if (absl::Status s = AddRopeConstants(l, *head_dim, cm2, d); !s.ok()) return s;
+    }
+    d.coopmat2_prefill_kernel = cm2.Build();
+    d.coopmat2_prefill_tokens_per_group = kCoopmat2Rows / group;
+  }
   d.layer = *layer;
   d.inputs[0] = {"q", q_w};
   d.outputs[0] = {"result", q_w};

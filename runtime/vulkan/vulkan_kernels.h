@@ -162,6 +162,12 @@ struct PlannedDispatch {
   std::optional<KernelInstance> prefill_kernel;
   int64_t prefill_tokens_per_group = 1;
   int64_t prefill_lanes = 1;
+  // paged_attention: the variant for prefill-sized steps on workgroup-scope
+  // cooperative matrices (paged_attention_coopmat2.comp), run instead of
+  // prefill_kernel where the device has them; coopmat2_prefill_tokens_per_group
+  // tokens a workgroup.
+  std::optional<KernelInstance> coopmat2_prefill_kernel;
+  int64_t coopmat2_prefill_tokens_per_group = 1;
 };
 
 // Workgroups per (token, head) of attention in a bucket of B tokens: up to

@@ -70,8 +70,10 @@ class ProbePipeline {
     const VulkanApi& api = dev_.api();
     api.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_);
     api.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout_, 0, 1, &set_, 0, nullptr);
-    api.vkCmdPushConstants(cb, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(push.size_bytes()),
-                           push.data());
+    if (!push.empty()) {
+      api.vkCmdPushConstants(cb, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(push.size_bytes()),
+                             push.data());
+    }
     for (int i = 0; i < n; ++i) {
       api.vkCmdDispatch(cb, groups_x, groups_y, 1);
       VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -103,7 +105,7 @@ absl::StatusOr<double> TimeRuns(VulkanDevice& dev, const std::function<void(VkCo
 // all ones, so every output is kSize, exact in f16: checked). Returns FLOP/s
 // and names the variant in `what`.
 absl::StatusOr<double> ProbeMatmul(VulkanDevice& dev, std::string* what) {
-  constexpr uint32_t kSize = 8192;
+  constexpr uint32_t kSize = 8192;  // scripts/compile_matmul_probe.py's KSIZE
   constexpr int kRuns = 8;
   const VkDeviceSize bytes = VkDeviceSize{kSize} * kSize * 2;
   Buffer a, b, c, host;
@@ -129,13 +131,13 @@ absl::StatusOr<double> ProbeMatmul(VulkanDevice& dev, std::string* what) {
     const std::string name = absl::StrFormat("matmul probe %ux%ux%u", v.bm, v.bn, v.bk);
     ProbePipeline pipeline(dev);
     const Buffer* buffers[] = {&a, &b, &c};
-    if (absl::Status p = pipeline.Create(v.spirv, buffers, 3 * sizeof(uint32_t), name); !p.ok()) {
+    // The sizes are the shader's constants (kSize = its KSIZE): no push constants.
+    if (absl::Status p = pipeline.Create(v.spirv, buffers, 0, name); !p.ok()) {
       std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(p.message()).c_str());
       continue;
     }
-    const uint32_t push[] = {kSize, kSize, kSize};
     absl::StatusOr<double> seconds = TimeRuns(
-        dev, [&](VkCommandBuffer cb, int n) { pipeline.Record(cb, push, kSize / v.bn, kSize / v.bm, n); }, kRuns);
+        dev, [&](VkCommandBuffer cb, int n) { pipeline.Record(cb, {}, kSize / v.bn, kSize / v.bm, n); }, kRuns);
     if (!seconds.ok()) {
       s = seconds.status();
       break;

@@ -122,6 +122,44 @@ TEST(VulkanBundle, EveryModulePassesSpirvVal) {
   }
 }
 
+// Prefill attention on workgroup-scope tensor cores
+// (paged_attention_coopmat2.comp), where the newer glslang is installed:
+// planned for head_dim 128 at group 4 (Llama-3-8B's heads) on f32 and f16
+// pages, compiled and validated with the other attention kernels. (Head
+// dims that are not multiples of 16 get none: EveryModulePassesSpirvVal's
+// head_dim 8.)
+TEST(VulkanBundle, WorkgroupTensorCoreAttentionCompiles) {
+  if (!codegen::spirv::GlslangNextAvailable().ok()) GTEST_SKIP() << "no newer glslang (scripts/setup.sh fetches it)";
+  for (const bool f16 : {false, true}) {
+    TestPlan tp({1, 64});
+    tp.SetPool(1, 2, 128, 16, 128, f16);
+    const int64_t q = tp.Embed("eq", 5, 1024), k = tp.Embed("ek", 5, 256), v = tp.Embed("ev", 5, 256);
+    const int64_t att = tp.Region(1024);
+    tp.Launch("paged_attention.rope",
+              {tp.ArenaBinding("q", q), tp.ArenaBinding("k", k), tp.ArenaBinding("v", v), TestPlan::InputBinding("kv"),
+               TestPlan::InputBinding("positions"), TestPlan::InputBinding("query_starts"),
+               TestPlan::InputBinding("context_lens"), TestPlan::InputBinding("block_tables"),
+               tp.ArenaBinding("result", att)},
+              "\"head_dim\":128,\"layer\":0,\"num_heads\":8,\"num_kv_heads\":2,\"page_size\":16,"
+              "\"scale\":0.088,\"rope_dims\":128,\"rope_style\":\"half\",\"rope_theta\":500000");
+    absl::StatusOr<Plan> plan = tp.Build(att, 1024);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    absl::StatusOr<std::vector<uint8_t>> bytes = codegen::spirv::GenerateVulkanKernels(*plan);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    absl::StatusOr<std::vector<vulkan::SpirvModule>> modules = vulkan::ParseBundle(*bytes);
+    ASSERT_TRUE(modules.ok()) << modules.status();
+    int found = 0;
+    for (const vulkan::SpirvModule& m : *modules) {
+      if (m.template_name != "paged_attention_coopmat2") continue;
+      ++found;
+      EXPECT_THAT(m.constants, ::testing::HasSubstr(absl::StrCat("KV_F16=", f16 ? 1 : 0)));
+      EXPECT_THAT(m.constants, ::testing::HasSubstr("BR=64"));
+      EXPECT_TRUE(codegen::spirv::ValidateNext(m.words).ok());
+    }
+    EXPECT_EQ(found, 1) << (f16 ? "f16 pages" : "f32 pages");
+  }
+}
+
 TEST(VulkanBundle, DamagedBytesAreErrors) {
   vulkan::SpirvModule m;
   m.template_name = "matmul";

@@ -822,6 +822,53 @@ TEST(VulkanKernels, PrefillAttentionOnQueryTiles) {
   }
 }
 
+// paged_attention_coopmat2.comp (prefill attention on workgroup-scope
+// tensor cores, where the device has them: NVIDIA's driver, not lavapipe):
+// 64 query rows a workgroup (16, 8 and 64 tokens at groups 4, 8 and 1) over
+// tiles of 64 positions, on f32 and f16 pages of 16 positions. A 100-token
+// prefill (two position tiles, the second partial), a chunk of it beside
+// another sequence's prefill, a step with sequences of no tokens first and
+// between, and five short prefills in one token tile. The steps run on it
+// (the profile says so) and agree with the CPU within the f16 inputs'
+// bound; with KILN_VULKAN_CM2_ATTENTION=0 the query tiles on CUDA cores run.
+TEST(VulkanKernels, PrefillAttentionOnWorkgroupTensorCores) {
+  struct Case {
+    int64_t heads, kv_heads, head_dim;
+    const char* rope;  // "" for none
+    bool f16;
+  };
+  for (const Case& c : {Case{32, 8, 128, "half", false}, Case{32, 8, 128, "half", true},
+                        Case{16, 2, 64, "interleaved", false}, Case{4, 4, 32, "", false},
+                        Case{8, 1, 16, "half", true}}) {
+    TestPlan tp({1, 64, 128});
+    tp.SetPool(1, c.kv_heads, c.head_dim, 16, 256, c.f16);
+    const int64_t vocab = 13, qw = c.heads * c.head_dim;
+    const int64_t out = AddAttention(tp, c.heads, c.kv_heads, c.head_dim, 16, c.rope, vocab);
+    const std::vector<StepBatch> steps = {
+        MakeBatch({{0, 100, 0}}, 8, vocab, tp.rng()),
+        MakeBatch({{100, 20, 0}, {0, 13, 1}}, 8, vocab, tp.rng()),
+        MakeBatch({{0, 0, 3}, {120, 2, 0}, {0, 0, 4}, {13, 30, 1}}, 8, vocab, tp.rng()),
+        MakeBatch({{0, 5, 2}, {0, 7, 3}, {0, 9, 4}, {0, 3, 5}, {0, 11, 6}}, 8, vocab, tp.rng())};
+    const std::string what = absl::StrCat("workgroup tensor-core attention hd ", c.head_dim, " gqa ",
+                                          c.heads / c.kv_heads, c.f16 ? " f16" : "");
+    {
+      absl::StatusOr<Plan> plan = tp.Build(out, qw);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      std::string skip;
+      std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), 64, &skip);
+      if (!skip.empty()) GTEST_SKIP() << "no Vulkan: " << skip;
+      if (!absl::StrContains(gpu->Describe(), "workgroup-scope cooperative matrices")) {
+        GTEST_SKIP() << "no workgroup-scope cooperative matrices: " << gpu->Describe();
+      }
+    }
+    EXPECT_EQ(CountProfiled(tp, out, qw, steps[0], "paged_attention (workgroup tensor cores)"), 1) << what;
+    ExpectSameOutputs(tp, out, qw, steps, 64, what, kF16InputsTolerance);
+    const testing::ScopedEnv off("KILN_VULKAN_CM2_ATTENTION", "0");
+    EXPECT_EQ(CountProfiled(tp, out, qw, steps[0], "paged_attention (workgroup tensor cores)"), 0) << what;
+    EXPECT_EQ(CountProfiled(tp, out, qw, steps[0], "paged_attention (query tiles)"), 1) << what;
+  }
+}
+
 // A q, k, v matmul feeding attention: in decode-sized steps its decode
 // variant writes k (rotated) and v into the pages itself and the step runs
 // no kv_append (its profile says so), where the rotation takes interleaved
