@@ -761,6 +761,10 @@ TEST(VulkanKernels, PagedAttentionPrefillOfSeveralSequencesInALargeBucket) {
   };
   for (const Case& c : {Case{8, 2, 16, true, false}, Case{4, 4, 32, false, false}, Case{32, 8, 128, true, false},
                         Case{8, 2, 16, true, true}, Case{32, 8, 128, true, true}}) {
+    // The kernels on CUDA cores (paged_attention_prefill.comp and the split
+    // decode), where a device has workgroup-scope tensor cores too
+    // (PrefillAttentionOnWorkgroupTensorCores runs those).
+    const testing::ScopedEnv cuda_cores("KILN_VULKAN_CM2_ATTENTION", "0");
     TestPlan tp({1, 64, 128});
     tp.SetPool(1, c.kv_heads, c.head_dim, 16, 256, c.f16);
     const int64_t vocab = 13, qw = c.heads * c.head_dim;
@@ -788,6 +792,9 @@ TEST(VulkanKernels, PrefillAttentionOnQueryTiles) {
     int64_t heads, kv_heads, head_dim;
     const char* rope;  // "" for none
   };
+  // Where a device has workgroup-scope tensor cores too, those would run
+  // the 16-token groups' steps: kept off here.
+  const testing::ScopedEnv cuda_cores("KILN_VULKAN_CM2_ATTENTION", "0");
   for (const Case& c : {Case{16, 2, 64, "half"}, Case{12, 2, 16, "interleaved"}, Case{3, 3, 8, ""}}) {
     TestPlan tp({1, 64});
     tp.SetPool(1, c.kv_heads, c.head_dim, 8, 256);
@@ -831,6 +838,7 @@ TEST(VulkanKernels, PrefillAttentionOnQueryTiles) {
 // between, and five short prefills in one token tile. The steps run on it
 // (the profile says so) and agree with the CPU within the f16 inputs'
 // bound; with KILN_VULKAN_CM2_ATTENTION=0 the query tiles on CUDA cores run.
+// Then Llama-3's head shape over 1100 positions in 128-token chunks.
 TEST(VulkanKernels, PrefillAttentionOnWorkgroupTensorCores) {
   struct Case {
     int64_t heads, kv_heads, head_dim;
@@ -867,6 +875,15 @@ TEST(VulkanKernels, PrefillAttentionOnWorkgroupTensorCores) {
     EXPECT_EQ(CountProfiled(tp, out, qw, steps[0], "paged_attention (workgroup tensor cores)"), 0) << what;
     EXPECT_EQ(CountProfiled(tp, out, qw, steps[0], "paged_attention (query tiles)"), 1) << what;
   }
+  // A long context: 128-token chunks to 1100 positions (18 position tiles).
+  TestPlan tp({1, 2, 128});
+  tp.SetPool(1, 2, 128, 16, 1152);
+  const int64_t vocab = 13, qw = 8 * 128;
+  const int64_t out = AddAttention(tp, 8, 2, 128, 16, "half", vocab);
+  std::vector<StepBatch> steps;
+  for (int32_t at = 0; at < 1024; at += 128) steps.push_back(MakeBatch({{at, 128, 0}}, 72, vocab, tp.rng()));
+  steps.push_back(MakeBatch({{1024, 76, 0}}, 72, vocab, tp.rng()));
+  ExpectSameOutputs(tp, out, qw, steps, 72, "workgroup tensor-core attention over 1100 positions", kF16InputsTolerance);
 }
 
 // A q, k, v matmul feeding attention: in decode-sized steps its decode
@@ -961,6 +978,9 @@ TEST(VulkanKernels, PagedAttentionSplitKDecodeOverALongContext) {
   for (const bool f16 : {false, true}) {
     for (const bool fold : {true, false}) {
       const testing::ScopedEnv env("KILN_VULKAN_FOLD_COMBINE", fold ? nullptr : "0");
+      // The prefill on CUDA cores (f32 products) where a device has
+      // workgroup-scope tensor cores too.
+      const testing::ScopedEnv cuda_cores("KILN_VULKAN_CM2_ATTENTION", "0");
       TestPlan tp({1, 2, 128});
       tp.SetPool(1, 2, 16, 16, 256, f16);
       const int64_t vocab = 13, qw = 4 * 16;
@@ -983,6 +1003,7 @@ TEST(VulkanKernels, PagedAttentionSplitKDecodeOverALongContext) {
 TEST(VulkanKernels, PagedAttentionDecodeOverManySplits) {
   for (const bool fold : {true, false}) {
     const testing::ScopedEnv env("KILN_VULKAN_FOLD_COMBINE", fold ? nullptr : "0");
+    const testing::ScopedEnv cuda_cores("KILN_VULKAN_CM2_ATTENTION", "0");  // as above
     TestPlan tp({1, 2, 128});
     tp.SetPool(1, 2, 128, 16, 1152);
     const int64_t vocab = 13, qw = 8 * 128;
