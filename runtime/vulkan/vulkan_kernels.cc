@@ -483,9 +483,11 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
   // The same on workgroup-scope tensor cores: 64 query rows (QT tokens x the
   // group's heads) a workgroup over tiles of 64 positions, 128 threads (the
   // shapes llama.cpp's Vulkan flash attention takes there); Q and one K and
-  // V tile in f16 in shared memory: 32 KB at head_dim 128.
+  // V tile in f16 in shared memory, at most 32 KB (head_dim 128; the driver
+  // keeps some of the 48 KB a workgroup may have for its own staging).
   constexpr int64_t kCoopmat2Rows = 64, kCoopmat2Tile = 64;
-  if (*head_dim % 16 == 0 && *head_dim <= 256 && kCoopmat2Rows % group == 0) {
+  if (*head_dim % 16 == 0 && (kCoopmat2Rows + kCoopmat2Tile) * *head_dim * 2 <= 32768 &&
+      kCoopmat2Rows % group == 0) {
     InstanceBuilder cm2("paged_attention_coopmat2", 128);
     cm2.Int("NUM_HEADS", *heads).Int("NUM_KV_HEADS", *kv_heads).Int("HEAD_DIM", *head_dim);
     cm2.Int("PAGE_SIZE", p.pool.page_size).Float("SCALE", *scale).Int("HAS_ROPE", rope ? 1 : 0);
