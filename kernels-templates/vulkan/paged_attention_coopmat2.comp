@@ -11,8 +11,9 @@
 // positions in tiles of BC (flash attention: a running row max M and sum L,
 // O rescaled by exp(M_old - M) each tile). Q (rotated, times SCALE) and each
 // K and V tile are gathered from the arena and the pages into shared memory
-// as f16 by the workgroup's threads (any page size, f32 or f16 pages), then
-// loaded into cooperative matrices; S, P's sums and O stay f32.
+// as f16 by the workgroup's threads (any page size, f32 or f16 pages; each
+// tile's loads issued while the tile before is multiplied), then loaded into
+// cooperative matrices; S, P's sums and O stay f32.
 // A tile of tokens from several sequences takes one pass per sequence, as
 // paged_attention_prefill.comp does; a row counts only in its sequence's
 // pass (masked to MASKED elsewhere, so its P is 0 there).
@@ -72,6 +73,26 @@ float store_row(const in uint r, const in uint c, const in float e, const in flo
   return e;
 }
 
+// The K and V vec4s of position tile j0 that thread tid stages (PER of
+// each), read into registers one tile ahead, so that their loads are in
+// flight while the tile before is multiplied.
+#define PER ((BC * HV + WG - 1) / WG)
+void load_tile(out vec4 kp[PER], out vec4 vp[PER], uint tid, uint j0, uint end, uint table, uint kv_col) {
+  for (uint i = 0u; i < PER; ++i) {
+    const uint e = tid + i * WG, p = e / HV, c = e % HV;
+    // Past the tile's end: zeros (weighed 0, and 0 x garbage could be NaN).
+    kp[i] = vec4(0.0);
+    vp[i] = vec4(0.0);
+    if (p < BC && j0 + p < end) {
+      const uint j = j0 + p;
+      const uint page = uint(io_at(IO_BLOCK_TABLES, table + j / PAGE_SIZE));
+      const uint row = (pc.kv_base + (page * PAGE_SIZE + j % PAGE_SIZE) * KV_W + kv_col) / 4u;
+      kp[i] = kv_vec4(row + c);
+      vp[i] = kv_vec4(row + pc.kv_half / 4u + c);
+    }
+  }
+}
+
 float q_element(uint q_head, uint c, uint pos) {
 #if HAS_ROPE
   if (c < ROPE_DIMS) return rope_element(q_head, c, pos);
@@ -121,24 +142,19 @@ void main() {
     // Positions 0 .. end - 1: up to the last of this sequence's tokens in the tile.
     const uint end = uint(io_at(IO_POSITIONS, min(t_last, next - 1u))) + 1u;
     const uint table = s * uint(io[IO_PAGES_PER_SEQ]);
+    vec4 kp[PER], vp[PER];
+    load_tile(kp, vp, tid, 0u, end, table, kv_col);
     [[dont_unroll]] for (uint j0 = 0u; j0 < end; j0 += BC) {
-      const uint n = min(uint(BC), end - j0);
       barrier();  // the previous tile's (or Q's) rows are read
-      for (uint e = tid; e < BC * HV; e += WG) {
-        const uint p = e / HV, c = e % HV;
-        // Past the tile's end: zeros (weighed 0, and 0 x garbage could be NaN).
-        vec4 kr = vec4(0.0), vr = vec4(0.0);
-        if (p < n) {
-          const uint j = j0 + p;
-          const uint page = uint(io_at(IO_BLOCK_TABLES, table + j / PAGE_SIZE));
-          const uint row = (pc.kv_base + (page * PAGE_SIZE + j % PAGE_SIZE) * KV_W + kv_col) / 4u;
-          kr = kv_vec4(row + c);
-          vr = kv_vec4(row + pc.kv_half / 4u + c);
+      for (uint i = 0u; i < PER; ++i) {
+        const uint e = tid + i * WG;
+        if (e < BC * HV) {
+          qk_[e] = f16vec4(kp[i]);
+          v_[e] = f16vec4(vp[i]);
         }
-        qk_[e] = f16vec4(kr);
-        v_[e] = f16vec4(vr);
       }
       barrier();
+      if (j0 + BC < end) load_tile(kp, vp, tid, j0 + BC, end, table, kv_col);
       // S = Q K^T: K's rows (p, c) read as the columns of B.
       coopmat<float16_t, gl_ScopeWorkgroup, HEAD_DIM, BC, gl_MatrixUseB> kt;
       coopMatLoad(kt, qk_, 0, HV, gl_CooperativeMatrixLayoutColumnMajor);

@@ -481,14 +481,18 @@ absl::StatusOr<std::vector<PlannedDispatch>> Attention(const Ctx& c) {
     d.prefill_lanes = lanes;
   }
   // The same on workgroup-scope tensor cores: 64 query rows (QT tokens x the
-  // group's heads) a workgroup over tiles of 64 positions, 128 threads (the
-  // shapes llama.cpp's Vulkan flash attention takes there); Q and one K and
-  // V tile in f16 in shared memory, at most 32 KB (head_dim 128; the driver
-  // keeps some of the 48 KB a workgroup may have for its own staging).
-  constexpr int64_t kCoopmat2Rows = 64, kCoopmat2Tile = 64;
-  if (*head_dim % 16 == 0 && (kCoopmat2Rows + kCoopmat2Tile) * *head_dim * 2 <= 32768 &&
+  // group's heads) a workgroup over tiles of 32 positions, 256 threads (on
+  // an H100, prefill 512 +2% against 128; 64-position tiles -0.5%;
+  // docs/perf/vulkan-h200.md, session 48), 128 where head_dim is not a
+  // multiple of 32 (NVIDIA's driver wants a 256-thread workgroup's matrix
+  // sides in multiples of 32: head_dim 16 gave NaNs); Q and one K and V tile
+  // in f16 in shared memory, at most 32 KB (24 KB at head_dim 128; the
+  // driver keeps some of the 48 KB a workgroup may have for its own staging).
+  constexpr int64_t kCoopmat2Rows = 64, kCoopmat2Tile = 32;
+  const int64_t cm2_threads = *head_dim % 32 == 0 ? 256 : 128;
+  if (*head_dim % 16 == 0 && (std::max(kCoopmat2Rows, kCoopmat2Tile) + kCoopmat2Tile) * *head_dim * 2 <= 32768 &&
       kCoopmat2Rows % group == 0) {
-    InstanceBuilder cm2("paged_attention_coopmat2", 128);
+    InstanceBuilder cm2("paged_attention_coopmat2", cm2_threads);
     cm2.Int("NUM_HEADS", *heads).Int("NUM_KV_HEADS", *kv_heads).Int("HEAD_DIM", *head_dim);
     cm2.Int("PAGE_SIZE", p.pool.page_size).Float("SCALE", *scale).Int("HAS_ROPE", rope ? 1 : 0);
     cm2.Int("BR", kCoopmat2Rows).Int("BC", kCoopmat2Tile).Int("KV_F16", kv_f16);

@@ -832,13 +832,15 @@ TEST(VulkanKernels, PrefillAttentionOnQueryTiles) {
 // paged_attention_coopmat2.comp (prefill attention on workgroup-scope
 // tensor cores, where the device has them: NVIDIA's driver, not lavapipe):
 // 64 query rows a workgroup (16, 8 and 64 tokens at groups 4, 8 and 1) over
-// tiles of 64 positions, on f32 and f16 pages of 16 positions. A 100-token
-// prefill (two position tiles, the second partial), a chunk of it beside
+// tiles of 32 positions, 256 threads (128 at head_dim 16), on f32 and f16
+// pages of 16 positions. A 100-token prefill (four position tiles, the last
+// partial), a chunk of it beside
 // another sequence's prefill, a step with sequences of no tokens first and
 // between, and five short prefills in one token tile. The steps run on it
 // (the profile says so) and agree with the CPU within the f16 inputs'
 // bound; with KILN_VULKAN_CM2_ATTENTION=0 the query tiles on CUDA cores run.
-// Then Llama-3's head shape over 1100 positions in 128-token chunks.
+// Then Llama-3's head shape over 1100 positions in 128-token chunks (35
+// position tiles).
 TEST(VulkanKernels, PrefillAttentionOnWorkgroupTensorCores) {
   struct Case {
     int64_t heads, kv_heads, head_dim;
@@ -875,7 +877,7 @@ TEST(VulkanKernels, PrefillAttentionOnWorkgroupTensorCores) {
     EXPECT_EQ(CountProfiled(tp, out, qw, steps[0], "paged_attention (workgroup tensor cores)"), 0) << what;
     EXPECT_EQ(CountProfiled(tp, out, qw, steps[0], "paged_attention (query tiles)"), 1) << what;
   }
-  // A long context: 128-token chunks to 1100 positions (18 position tiles).
+  // A long context: 128-token chunks to 1100 positions.
   TestPlan tp({1, 2, 128});
   tp.SetPool(1, 2, 128, 16, 1152);
   const int64_t vocab = 13, qw = 8 * 128;
