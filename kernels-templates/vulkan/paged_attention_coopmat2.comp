@@ -19,7 +19,8 @@
 // pass (masked to MASKED elsewhere, so its P is 0 there).
 // Constants: NUM_HEADS, NUM_KV_HEADS, HEAD_DIM (a multiple of 16), PAGE_SIZE,
 // SCALE, HAS_ROPE (+ ROPE_DIMS, ROPE_STYLE), KV_F16, BR (a multiple of 16
-// and of GROUP), BC (a multiple of 16), WG.
+// and of GROUP), BC (a multiple of 16), WG (at 256 threads NVIDIA's driver
+// wants HEAD_DIM, BR and BC multiples of 32).
 // Push constants: in0 q, out0, kv_base, kv_half.
 // Launch shape: x = NUM_KV_HEADS, y = ceil(bucket / QT), the last token
 // tiles (the longest: causal) first.

@@ -7,9 +7,9 @@
 // by scripts/compile_matmul_probe.py, which writes matmul_probe_spirv.inc
 // (Debian 12's glslc does not know the extension). The sizes are
 // compile-time constants: with the k loop's bound a push constant NVIDIA's
-// driver ran this loop at a quarter of the rate (61.9 TFLOP/s on an H100,
-// where the prefill matmuls reach 195-231; docs/perf/vulkan-h200.md,
-// sessions 47 and 48), as it did matmul_coopmat2.comp's.
+// driver ran this loop at a quarter of the rate (61.9 against 267 TFLOP/s
+// on an H100; docs/perf/vulkan-h200.md, sessions 47 and 48), as it did
+// matmul_coopmat2.comp's.
 #version 450
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
