@@ -847,16 +847,15 @@ TEST(VulkanKernels, PrefillAttentionOnWorkgroupTensorCores) {
     const char* rope;  // "" for none
     bool f16;
   };
-  for (const Case& c : {Case{32, 8, 128, "half", false}, Case{32, 8, 128, "half", true},
-                        Case{16, 2, 64, "interleaved", false}, Case{4, 4, 32, "", false},
-                        Case{8, 1, 16, "half", true}}) {
+  for (const Case& c :
+       {Case{32, 8, 128, "half", false}, Case{32, 8, 128, "half", true}, Case{16, 2, 64, "interleaved", false},
+        Case{4, 4, 32, "", false}, Case{8, 1, 16, "half", true}}) {
     TestPlan tp({1, 64, 128});
     tp.SetPool(1, c.kv_heads, c.head_dim, 16, 256, c.f16);
     const int64_t vocab = 13, qw = c.heads * c.head_dim;
     const int64_t out = AddAttention(tp, c.heads, c.kv_heads, c.head_dim, 16, c.rope, vocab);
     const std::vector<StepBatch> steps = {
-        MakeBatch({{0, 100, 0}}, 8, vocab, tp.rng()),
-        MakeBatch({{100, 20, 0}, {0, 13, 1}}, 8, vocab, tp.rng()),
+        MakeBatch({{0, 100, 0}}, 8, vocab, tp.rng()), MakeBatch({{100, 20, 0}, {0, 13, 1}}, 8, vocab, tp.rng()),
         MakeBatch({{0, 0, 3}, {120, 2, 0}, {0, 0, 4}, {13, 30, 1}}, 8, vocab, tp.rng()),
         MakeBatch({{0, 5, 2}, {0, 7, 3}, {0, 9, 4}, {0, 3, 5}, {0, 11, 6}}, 8, vocab, tp.rng())};
     const std::string what = absl::StrCat("workgroup tensor-core attention hd ", c.head_dim, " gqa ",
