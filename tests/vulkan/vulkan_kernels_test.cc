@@ -352,6 +352,25 @@ int CountProfiled(const TestPlan& tp, int64_t region, int64_t width, const StepB
       std::count_if(times->begin(), times->end(), [&](const KernelTime& t) { return t.kernel == label; }));
 }
 
+// A Vulkan executor of tp's plan (64 pages) where the device has
+// workgroup-scope cooperative matrices; else null, and why in *skip.
+absl::StatusOr<std::unique_ptr<Executor>> WorkgroupScopeVulkan(const TestPlan& tp, int64_t region, int64_t width,
+                                                               std::string* skip) {
+  absl::StatusOr<Plan> plan = tp.Build(region, width);
+  if (!plan.ok()) return plan.status();
+  std::string missing;
+  std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), 64, &missing);
+  if (!missing.empty()) {
+    *skip = "no Vulkan: " + missing;
+    return nullptr;
+  }
+  if (!absl::StrContains(gpu->Describe(), "workgroup-scope cooperative matrices")) {
+    *skip = "no workgroup-scope cooperative matrices: " + gpu->Describe();
+    return nullptr;
+  }
+  return gpu;
+}
+
 // Prefill on workgroup-scope cooperative matrices (matmul_coopmat2.comp
 // after activations_f16.comp) where the device has them (the H200's driver;
 // not lavapipe): a normed fused QKV whose q, k and v each span whole column
@@ -364,17 +383,13 @@ TEST(VulkanKernels, WorkgroupTensorCorePrefill) {
   TestPlan tp(std::vector<int64_t>{1, 8, 64, 128});
   tp.SetPool(1, 1, 4, 4, 128);
   const QkvRegions r = AddNormQkv(tp, "q4_K", 256, 512, 256, vocab);
-  absl::StatusOr<Plan> plan = tp.Build(r.q, 512);
-  ASSERT_TRUE(plan.ok()) << plan.status();
   std::string skip;
-  std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), 64, &skip);
-  if (!skip.empty()) GTEST_SKIP() << "no Vulkan: " << skip;
-  if (!absl::StrContains(gpu->Describe(), "workgroup-scope cooperative matrices")) {
-    GTEST_SKIP() << "no workgroup-scope cooperative matrices: " << gpu->Describe();
-  }
+  absl::StatusOr<std::unique_ptr<Executor>> gpu = WorkgroupScopeVulkan(tp, r.q, 512, &skip);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  if (!skip.empty()) GTEST_SKIP() << skip;
   const std::vector<StepBatch> batches = {MakeBatch({{0, 100}}, 32, vocab, tp.rng()),
                                           MakeBatch({{0, 70}, {0, 40}}, 32, vocab, tp.rng())};
-  absl::StatusOr<std::vector<KernelTime>> times = gpu->ProfileStep(batches[0]);
+  absl::StatusOr<std::vector<KernelTime>> times = (*gpu)->ProfileStep(batches[0]);
   ASSERT_TRUE(times.ok()) << times.status();
   int workgroup_scope = 0, conversions = 0;
   for (const KernelTime& t : *times) {
@@ -749,6 +764,23 @@ int64_t AddAttention(TestPlan& tp, int64_t heads, int64_t kv_heads, int64_t head
   return out;
 }
 
+// Llama-3's head shape (head_dim 128, 4 query heads a KV head; 8 on 2
+// here) over a pool of 1152 positions in pages of 16; returns the result's
+// region.
+constexpr int32_t kLongContextVocab = 13;
+int64_t AddLongContextAttention(TestPlan& tp) {
+  tp.SetPool(1, 2, 128, 16, 1152);
+  return AddAttention(tp, 8, 2, 128, 16, "half", kLongContextVocab);
+}
+// Sequence 0's prefill to 1100 positions in 128-token chunks (72 pages).
+std::vector<StepBatch> ChunksTo1100(TestPlan& tp) {
+  std::vector<StepBatch> steps;
+  for (int32_t at = 0; at < 1024; at += 128)
+    steps.push_back(MakeBatch({{at, 128, 0}}, 72, kLongContextVocab, tp.rng()));
+  steps.push_back(MakeBatch({{1024, 76, 0}}, 72, kLongContextVocab, tp.rng()));
+  return steps;
+}
+
 // Prefill steps of two sequences in a 128-token bucket (one split), the
 // second attending to the first's pages as well as its own tokens, at the
 // head shapes of stories260K-like and llama3-like models; then a decode step
@@ -860,16 +892,10 @@ TEST(VulkanKernels, PrefillAttentionOnWorkgroupTensorCores) {
         MakeBatch({{0, 5, 2}, {0, 7, 3}, {0, 9, 4}, {0, 3, 5}, {0, 11, 6}}, 8, vocab, tp.rng())};
     const std::string what = absl::StrCat("workgroup tensor-core attention hd ", c.head_dim, " gqa ",
                                           c.heads / c.kv_heads, c.f16 ? " f16" : "");
-    {
-      absl::StatusOr<Plan> plan = tp.Build(out, qw);
-      ASSERT_TRUE(plan.ok()) << plan.status();
-      std::string skip;
-      std::unique_ptr<Executor> gpu = MakeVulkan(*plan, tp.Source(), 64, &skip);
-      if (!skip.empty()) GTEST_SKIP() << "no Vulkan: " << skip;
-      if (!absl::StrContains(gpu->Describe(), "workgroup-scope cooperative matrices")) {
-        GTEST_SKIP() << "no workgroup-scope cooperative matrices: " << gpu->Describe();
-      }
-    }
+    std::string skip;
+    absl::StatusOr<std::unique_ptr<Executor>> gpu = WorkgroupScopeVulkan(tp, out, qw, &skip);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    if (!skip.empty()) GTEST_SKIP() << skip;
     EXPECT_EQ(CountProfiled(tp, out, qw, steps[0], "paged_attention (workgroup tensor cores)"), 1) << what;
     ExpectSameOutputs(tp, out, qw, steps, 64, what, kF16InputsTolerance);
     const testing::ScopedEnv off("KILN_VULKAN_CM2_ATTENTION", "0");
@@ -878,13 +904,9 @@ TEST(VulkanKernels, PrefillAttentionOnWorkgroupTensorCores) {
   }
   // A long context: 128-token chunks to 1100 positions.
   TestPlan tp({1, 2, 128});
-  tp.SetPool(1, 2, 128, 16, 1152);
-  const int64_t vocab = 13, qw = 8 * 128;
-  const int64_t out = AddAttention(tp, 8, 2, 128, 16, "half", vocab);
-  std::vector<StepBatch> steps;
-  for (int32_t at = 0; at < 1024; at += 128) steps.push_back(MakeBatch({{at, 128, 0}}, 72, vocab, tp.rng()));
-  steps.push_back(MakeBatch({{1024, 76, 0}}, 72, vocab, tp.rng()));
-  ExpectSameOutputs(tp, out, qw, steps, 72, "workgroup tensor-core attention over 1100 positions", kF16InputsTolerance);
+  const int64_t out = AddLongContextAttention(tp);
+  ExpectSameOutputs(tp, out, 8 * 128, ChunksTo1100(tp), 72, "workgroup tensor-core attention over 1100 positions",
+                    kF16InputsTolerance);
 }
 
 // A q, k, v matmul feeding attention: in decode-sized steps its decode
@@ -1006,14 +1028,10 @@ TEST(VulkanKernels, PagedAttentionDecodeOverManySplits) {
     const testing::ScopedEnv env("KILN_VULKAN_FOLD_COMBINE", fold ? nullptr : "0");
     const testing::ScopedEnv cuda_cores("KILN_VULKAN_CM2_ATTENTION", "0");  // as above
     TestPlan tp({1, 2, 128});
-    tp.SetPool(1, 2, 128, 16, 1152);
-    const int64_t vocab = 13, qw = 8 * 128;
-    const int64_t out = AddAttention(tp, 8, 2, 128, 16, "half", vocab);
-    std::vector<StepBatch> steps;
-    for (int32_t at = 0; at < 1024; at += 128) steps.push_back(MakeBatch({{at, 128, 0}}, 72, vocab, tp.rng()));
-    steps.push_back(MakeBatch({{1024, 76, 0}}, 72, vocab, tp.rng()));
-    steps.push_back(MakeBatch({{1100, 1, 0}}, 72, vocab, tp.rng()));
-    steps.push_back(MakeBatch({{1101, 2, 0}}, 72, vocab, tp.rng()));
+    const int64_t out = AddLongContextAttention(tp), qw = 8 * 128;
+    std::vector<StepBatch> steps = ChunksTo1100(tp);
+    steps.push_back(MakeBatch({{1100, 1, 0}}, 72, kLongContextVocab, tp.rng()));
+    steps.push_back(MakeBatch({{1101, 2, 0}}, 72, kLongContextVocab, tp.rng()));
     ExpectSameOutputs(tp, out, qw, steps, 72, fold ? "attention over 64 splits, folded" : "attention over 64 splits",
                       kTolerance, 0, 64);
   }
