@@ -290,6 +290,74 @@ TEST(KilnRun, PromptFromAFileOrStandardInput) {
   EXPECT_THAT(r.output, HasSubstr(missing + ": cannot read the prompt file"));
 }
 
+// --interactive: each line of standard input is a user message, answered
+// with the whole conversation so far (stories260K under the ChatML template,
+// greedy). The first reply is what --chat gives for that message alone; the
+// second prompt holds the first exchange; /exit ends the session (the line
+// after it is not answered). Where the conversation and a whole reply outgrow
+// the context, the oldest exchange is dropped; a message too long alone is
+// refused and the session goes on (exit 1 at its end). Wrong uses are refused.
+TEST(KilnRun, InteractiveChatKeepsTheConversation) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  const std::filesystem::path dir = testing::ScratchDir("run_interactive");
+  const std::string run = "run " + Quote(model.string()) + " --chat-template chatml --temp 0 ";
+  // The N of each speed line's "prompt: N tokens".
+  auto prompt_tokens = [](const std::string& output) {
+    std::vector<int> tokens;
+    for (size_t at = output.find("prompt: "); at != std::string::npos; at = output.find("prompt: ", at + 1)) {
+      tokens.push_back(std::atoi(output.c_str() + at + 8));
+    }
+    return tokens;
+  };
+  const std::string input = (dir / "two.txt").string();
+  testing::WriteBinaryFile(input, "Once upon a time\n\nThe little cat\n/exit\nnot answered\n");
+  testing::CommandResult r = RunKiln(run + "--interactive -n 16 < " + Quote(input));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<int> two = prompt_tokens(r.output);
+  ASSERT_EQ(two.size(), 2u) << r.output;
+  // The second prompt holds the first one's messages, the 16-token reply in
+  // its own turn, and the second message's turn: more than the first prompt
+  // and a session's prompt of the second message alone.
+  testing::WriteBinaryFile(input, "The little cat\n");
+  const std::vector<int> second_alone = prompt_tokens(RunKiln(run + "--interactive -n 16 < " + Quote(input)).output);
+  ASSERT_EQ(second_alone.size(), 1u);
+  EXPECT_GT(two[1], two[0] + second_alone[0]) << r.output;
+  const testing::CommandResult alone = RunKiln(run + "--chat -p 'Once upon a time' -n 16 --output-format json");
+  absl::StatusOr<JsonValue> j = JsonLine(alone.output);
+  ASSERT_TRUE(j.ok()) << alone.output;
+  EXPECT_THAT(r.output, HasSubstr(j->Find("text")->string_value()));
+
+  // Messages of ~500 tokens with replies of up to 1000 in a context of 2048:
+  // the second drops the first exchange (the same prompt again), the third
+  // (~3700 tokens) cannot fit, the fourth is answered.
+  std::string long_message, too_long;
+  for (int k = 0; k < 160; ++k) long_message += "the cat ";
+  for (int k = 0; k < 1200; ++k) too_long += "the cat ";
+  testing::WriteBinaryFile(input, long_message + "\n" + long_message + "\n" + too_long + "\nOnce upon a time\n");
+  r = RunKiln(run + "--interactive -n 1000 < " + Quote(input));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const std::vector<int> four = prompt_tokens(r.output);
+  ASSERT_EQ(four.size(), 3u) << r.output;
+  EXPECT_GT(four[0], 400);
+  EXPECT_EQ(four[1], four[0]);
+  EXPECT_THAT(r.output, ::testing::ContainsRegex("this message makes a prompt of [0-9]+ tokens, which with a reply "
+                                                 "of up to 1000 \\(-n\\) exceeds the model's context of 2048"));
+
+  r = RunKiln(run + "--interactive -p Once < " + Quote(input));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--interactive reads the messages from standard input: drop -p and -f"));
+  r = RunKiln(run + "--interactive --output-format json < " + Quote(input));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--interactive streams text"));
+  r = RunKiln("run " + Quote(model.string()) + " --interactive < " + Quote(input));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("the model has no tokenizer.chat_template"));
+  r = RunKiln(run + "--interactive -n 2048 < " + Quote(input));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.output, HasSubstr("-n 2048 leaves no room for a message in the model's context of 2048 tokens"));
+}
+
 TEST(KilnRun, SeededSamplingIsReproducible) {
   SKIP_WITHOUT_COMPILER();
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");

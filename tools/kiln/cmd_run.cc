@@ -1,5 +1,6 @@
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "runtime/tokenizer/streaming_decoder.h"
 #include "runtime/util/json.h"
 #include "tools/kiln/args.h"
+#include "tools/kiln/chat_session.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/input_file.h"
 #include "tools/kiln/load_program.h"
@@ -34,7 +36,7 @@ int RunRun(int argc, char** argv) {
   args.Positional("MODEL", "a .kiln artifact or a .gguf file")
       .Option("prompt", "TEXT", "the prompt", "", "-p")
       .Option("file", "FILE", "read the prompt from FILE instead (-: standard input)", "", "-f")
-      .Option("n-predict", "N", "tokens to generate", "64", "-n")
+      .Option("n-predict", "N", "tokens to generate (with --interactive: the most a reply takes)", "64", "-n")
       .Option("temp", "T", "temperature; 0 is greedy", "0.8")
       .Option("top-k", "K", "keep the K most likely tokens (0: off)", "40")
       .Option("top-p", "P", "nucleus sampling threshold (1: off)", "0.95")
@@ -42,7 +44,12 @@ int RunRun(int argc, char** argv) {
       .Option("repeat-penalty", "R", "repetition penalty over the last 64 tokens (1: off)", "1.0")
       .Option("seed", "N", "random seed", "0")
       .Flag("chat", "wrap the prompt as a user turn of the model's chat template")
-      .Option("system", "TEXT", "with --chat: a system message")
+      .Option("system", "TEXT", "with --chat or --interactive: a system message")
+      .Option("chat-template", "NAME", "with --chat or --interactive: chatml | llama3, overriding the model's")
+      .Flag("interactive",
+            "chat with the model: each line of standard input is a user message, answered with the whole "
+            "conversation so far (the oldest exchanges dropped when it outgrows the context); /exit or the end of "
+            "input ends it")
       .Option("quant", "TYPE", "when compiling a GGUF: weight storage policy (as kiln compile --quant)")
       .Option("override", "LIST", "when compiling a GGUF: per-tensor storage, NAME_SUBSTRING=TYPE,...")
       .Option("kv-type", "TYPE", "when compiling a GGUF: KV cache element type, f32 | f16 (as kiln compile --kv-type)")
@@ -66,7 +73,14 @@ int RunRun(int argc, char** argv) {
   }
   const std::string format = args.Get("output-format");
   if (format != "text" && format != "json") return Fail("run", "--output-format takes text or json");
-  if (args.Has("prompt") == args.Has("file")) {
+  const bool interactive = args.GetFlag("interactive");
+  if (interactive) {
+    if (args.Has("prompt") || args.Has("file")) {
+      return Fail("run", "--interactive reads the messages from standard input: drop -p and -f");
+    }
+    if (format == "json") return Fail("run", "--interactive streams text; --output-format json is for one prompt");
+    if (args.Has("draft") || args.GetFlag("lookup")) return Fail("run", "--interactive takes no --draft or --lookup");
+  } else if (args.Has("prompt") == args.Has("file")) {
     return Fail("run", args.Has("prompt") ? "give -p TEXT or -f FILE, not both" : "missing -p TEXT (or -f FILE)");
   }
   std::string text;
@@ -123,24 +137,35 @@ int RunRun(int argc, char** argv) {
   }
   const Tokenizer& tok = *program->tokenizer;
 
-  EncodeOptions encode{.add_special = true, .parse_special = false};
-  if (args.GetFlag("chat")) {
-    absl::StatusOr<ChatTemplate> tmpl = SelectChatTemplate(tok.chat_template());
-    if (!tmpl.ok()) return Fail("run", std::string(tmpl.status().message()));
-    std::vector<ChatMessage> messages;
-    if (args.Has("system")) messages.push_back({"system", args.Get("system")});
-    messages.push_back({"user", text});
-    text = RenderChat(*tmpl, messages);
-    encode.parse_special = true;
-  }
-  const std::vector<int32_t> prompt = tok.Encode(text, encode);
-  if (prompt.empty()) return Fail("run", "the prompt encodes to no tokens");
   if (!args.GetFlag("ignore-eos")) gen.is_end_of_generation = [&tok](int32_t id) { return tok.IsEndOfGeneration(id); };
-
-  const int64_t total = static_cast<int64_t>(prompt.size()) + gen.max_new_tokens;
-  if (total > program->plan.pool.max_tokens) {
-    return Fail("run", absl::StrFormat("the prompt (%d tokens) plus -n %d exceeds the model's context of %d tokens",
-                                       prompt.size(), gen.max_new_tokens, program->plan.pool.max_tokens));
+  std::optional<ChatTemplate> chat;
+  if (args.GetFlag("chat") || interactive) {
+    absl::StatusOr<ChatTemplate> tmpl = SelectChatTemplate(tok.chat_template(), args.Get("chat-template"));
+    if (!tmpl.ok()) return Fail("run", std::string(tmpl.status().message()));
+    chat = *tmpl;
+  }
+  const int64_t context = program->plan.pool.max_tokens;
+  std::vector<int32_t> prompt;
+  int64_t total = context;  // the KV pages to hold: --interactive's conversation may fill the context
+  if (!interactive) {
+    EncodeOptions encode{.add_special = true, .parse_special = false};
+    if (chat) {
+      std::vector<ChatMessage> messages;
+      if (args.Has("system")) messages.push_back({"system", args.Get("system")});
+      messages.push_back({"user", text});
+      text = RenderChat(*chat, messages);
+      encode.parse_special = true;
+    }
+    prompt = tok.Encode(text, encode);
+    if (prompt.empty()) return Fail("run", "the prompt encodes to no tokens");
+    total = static_cast<int64_t>(prompt.size()) + gen.max_new_tokens;
+    if (total > context) {
+      return Fail("run", absl::StrFormat("the prompt (%d tokens) plus -n %d exceeds the model's context of %d tokens",
+                                         prompt.size(), gen.max_new_tokens, context));
+    }
+  } else if (gen.max_new_tokens >= context) {
+    return Fail("run", absl::StrFormat("-n %d leaves no room for a message in the model's context of %d tokens",
+                                       gen.max_new_tokens, context));
   }
   absl::StatusOr<int64_t> device = args.GetInt("device");
   if (!device.ok() || *device < 0) return Fail("run", "--device takes a GPU index (0, 1, ...)");
@@ -155,6 +180,10 @@ int RunRun(int argc, char** argv) {
     std::fprintf(stderr, "kiln: backend %s (%s)\n", selected->executor->Describe().c_str(), selected->reason.c_str());
   }
   std::unique_ptr<Executor>* executor = &selected->executor;
+  if (interactive) {
+    const ChatSessionOptions session{*chat, args.Get("system"), gen, context};
+    return RunChatSession(**executor, tok, session, stdin, stdout, stderr) == 0 ? 0 : 1;
+  }
 
   StreamingDecoder decoder(tok);
   const bool stream = format == "text";
