@@ -69,7 +69,8 @@ absl::StatusOr<GenerateResult> Generate(Executor& executor, std::span<const int3
 
   const auto prefill_start = std::chrono::steady_clock::now();
   std::span<const float> logits;
-  for (int64_t begin = 0; begin < static_cast<int64_t>(seq.size()); begin += chunk) {
+  result.reused_prompt_tokens = std::clamp<int64_t>(options.cached_prefix, 0, static_cast<int64_t>(seq.size()) - 1);
+  for (int64_t begin = result.reused_prompt_tokens; begin < static_cast<int64_t>(seq.size()); begin += chunk) {
     const int64_t end = std::min<int64_t>(begin + chunk, seq.size());
     absl::StatusOr<std::span<const float>> out =
         StepSequence(executor, seq, begin, end, {static_cast<int32_t>(end - begin - 1)});
@@ -108,6 +109,12 @@ absl::StatusOr<GenerateResult> Generate(Executor& executor, std::span<const int3
   }
   result.generate_seconds = Since(decode_start);
   return result;
+}
+
+std::vector<int32_t> GenerateResult::CachedIds() const {
+  std::vector<int32_t> cached = prompt_ids;
+  if (!ids.empty()) cached.insert(cached.end(), ids.begin(), ids.end() - 1);
+  return cached;
 }
 
 absl::StatusOr<std::vector<float>> ForwardAllPositions(Executor& executor, std::span<const int32_t> ids) {

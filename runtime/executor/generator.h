@@ -19,6 +19,11 @@ struct GenerateOptions {
   SamplingParams sampling;
   // Stop at the first end-of-generation token (it is kept as the last id).
   std::function<bool(int32_t)> is_end_of_generation;
+  // Positions [0, cached_prefix) of the prompt already in the executor's
+  // cache, as an earlier Generate of the lone sequence left them (its
+  // GenerateResult::CachedIds()): the prefill starts after them. The
+  // prompt's last token always runs (its logits pick the first id).
+  int64_t cached_prefix = 0;
 };
 
 struct GenerateResult {
@@ -28,6 +33,11 @@ struct GenerateResult {
   double prompt_seconds = 0;
   double generate_seconds = 0;
   std::vector<float> last_prompt_logits;  // the distribution the first token came from
+  int64_t reused_prompt_tokens = 0;       // the prompt's positions not run again (cached_prefix, capped)
+
+  // The ids whose positions the executor's cache holds after this run: the
+  // prompt and every generated id but the last (never run).
+  std::vector<int32_t> CachedIds() const;
 };
 
 // Generates after `prompt`; `on_token` sees each token as it is chosen. The

@@ -293,7 +293,9 @@ TEST(KilnRun, PromptFromAFileOrStandardInput) {
 // --interactive: each line of standard input is a user message, answered
 // with the whole conversation so far (stories260K under the ChatML template,
 // greedy). The first reply is what --chat gives for that message alone; the
-// second prompt holds the first exchange; /exit ends the session (the line
+// second prompt holds the first exchange, whose positions stay cached (the
+// replies are the goldens' ids either way: GoldenCheck's
+// CachedPrefixContinuesAsLlamaCpp); /exit ends the session (the line
 // after it is not answered). Where the conversation and a whole reply outgrow
 // the context, the oldest exchange is dropped; a message too long alone is
 // refused and the session goes on (exit 1 at its end). Wrong uses are refused.
@@ -302,11 +304,12 @@ TEST(KilnRun, InteractiveChatKeepsTheConversation) {
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
   const std::filesystem::path dir = testing::ScratchDir("run_interactive");
   const std::string run = "run " + Quote(model.string()) + " --chat-template chatml --temp 0 ";
-  // The N of each speed line's "prompt: N tokens".
-  auto prompt_tokens = [](const std::string& output) {
+  // The N of each speed line's "prompt: N tokens (C cached)", or its C.
+  auto prompt_tokens = [](const std::string& output, bool cached = false) {
     std::vector<int> tokens;
     for (size_t at = output.find("prompt: "); at != std::string::npos; at = output.find("prompt: ", at + 1)) {
-      tokens.push_back(std::atoi(output.c_str() + at + 8));
+      const size_t number = cached ? output.find("tokens (", at) + 8 : at + 8;
+      tokens.push_back(std::atoi(output.c_str() + number));
     }
     return tokens;
   };
@@ -323,6 +326,12 @@ TEST(KilnRun, InteractiveChatKeepsTheConversation) {
   const std::vector<int> second_alone = prompt_tokens(RunKiln(run + "--interactive -n 16 < " + Quote(input)).output);
   ASSERT_EQ(second_alone.size(), 1u);
   EXPECT_GT(two[1], two[0] + second_alone[0]) << r.output;
+  // The first prompt's positions (and the reply's) stay in the cache: the
+  // second turn runs only what follows them.
+  const std::vector<int> cached = prompt_tokens(r.output, true);
+  ASSERT_EQ(cached.size(), 2u);
+  EXPECT_EQ(cached[0], 0);
+  EXPECT_GE(cached[1], two[0]) << r.output;
   const testing::CommandResult alone = RunKiln(run + "--chat -p 'Once upon a time' -n 16 --output-format json");
   absl::StatusOr<JsonValue> j = JsonLine(alone.output);
   ASSERT_TRUE(j.ok()) << alone.output;

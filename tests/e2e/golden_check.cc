@@ -1,6 +1,7 @@
 // kiln against llama.cpp's recorded outputs (../shared/testdata/golden):
 // greedy ids, the logits after the prompt, and teacher-forced logits over
 // every golden sequence for the quantised files.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -105,6 +106,35 @@ TEST_F(GoldenCheck, Stories260KGreedyIdsAndPromptLogits) {
   std::unique_ptr<CpuExecutor> ex = Load("stories260K", 256);
   ASSERT_NE(ex, nullptr);
   CheckGreedy(*ex, cases, 1e-4);
+}
+
+// A prompt that continues an earlier run reuses the positions that run left
+// in the cache (what kiln run --interactive does turn after turn): after
+// greedy ids 0..7 of a golden, the prompt plus ids 0..11 with the 7 first
+// ids' positions cached gives the golden's ids from 12 on.
+TEST_F(GoldenCheck, CachedPrefixContinuesAsLlamaCpp) {
+  const std::vector<std::filesystem::path> cases = Cases("stories260K");
+  if (cases.empty()) GTEST_SKIP() << "no goldens under " << testing::TestDataDir();
+  std::unique_ptr<CpuExecutor> ex = Load("stories260K", 256);
+  ASSERT_NE(ex, nullptr);
+  const Golden g = ReadGolden(cases.front());
+  ASSERT_GT(g.generated.size(), 16u);
+  GenerateOptions options;
+  options.max_new_tokens = 8;
+  options.sampling.temperature = 0;
+  absl::StatusOr<GenerateResult> first = Generate(*ex, g.prompt, options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::vector<int32_t> cached = first->CachedIds();
+  ASSERT_EQ(cached.size(), g.prompt.size() + 7);
+  std::vector<int32_t> prompt = g.prompt;
+  prompt.insert(prompt.end(), g.generated.begin(), g.generated.begin() + 12);
+  EXPECT_TRUE(std::equal(cached.begin(), cached.end(), prompt.begin()));
+  options.max_new_tokens = static_cast<int64_t>(g.generated.size()) - 12;
+  options.cached_prefix = static_cast<int64_t>(cached.size());
+  absl::StatusOr<GenerateResult> second = Generate(*ex, prompt, options);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->reused_prompt_tokens, static_cast<int64_t>(cached.size()));
+  EXPECT_EQ(second->ids, std::vector<int32_t>(g.generated.begin() + 12, g.generated.end()));
 }
 
 // StepGreedy (what GPU backends answer on the device) picks the argmax of

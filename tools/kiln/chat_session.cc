@@ -26,6 +26,7 @@ int RunChatSession(Executor& executor, const Tokenizer& tokenizer, const ChatSes
   const EncodeOptions encode{.add_special = true, .parse_special = true};
   const int64_t reply_tokens = options.generate.max_new_tokens;
   std::vector<ChatMessage> turns;  // user, assistant, user, ...
+  std::vector<int32_t> cached;     // the ids whose positions the executor's cache holds
   int failed = 0;
   std::string line;
   for (;;) {
@@ -62,7 +63,15 @@ int RunChatSession(Executor& executor, const Tokenizer& tokenizer, const ChatSes
       std::fwrite(piece.data(), 1, piece.size(), out);
       std::fflush(out);
     };
-    absl::StatusOr<GenerateResult> result = Generate(executor, prompt, options.generate, on_token);
+    // The conversation so far is the start of this prompt up to the last
+    // reply's end: its positions are not run again.
+    GenerateOptions generate = options.generate;
+    while (generate.cached_prefix < static_cast<int64_t>(std::min(cached.size(), prompt.size())) &&
+           cached[generate.cached_prefix] == prompt[generate.cached_prefix]) {
+      ++generate.cached_prefix;
+    }
+    absl::StatusOr<GenerateResult> result = Generate(executor, prompt, generate, on_token);
+    cached = result.ok() ? result->CachedIds() : std::vector<int32_t>();
     const std::string rest = decoder.Finish();
     reply += rest;
     std::fwrite(rest.data(), 1, rest.size(), out);
@@ -76,8 +85,10 @@ int RunChatSession(Executor& executor, const Tokenizer& tokenizer, const ChatSes
     }
     turns.push_back({"assistant", reply});
     const size_t decoded = result->ids.size() > 1 ? result->ids.size() - 1 : 0;  // the first comes from prefill
-    std::fprintf(err, "prompt: %zu tokens, %.2f tok/s | reply: %zu tokens, %.2f tok/s%s\n", result->prompt_ids.size(),
-                 result->prompt_ids.size() / std::max(result->prompt_seconds, 1e-9), result->ids.size(),
+    const size_t run = result->prompt_ids.size() - result->reused_prompt_tokens;
+    std::fprintf(err, "prompt: %zu tokens (%lld cached), %.2f tok/s | reply: %zu tokens, %.2f tok/s%s\n",
+                 result->prompt_ids.size(), static_cast<long long>(result->reused_prompt_tokens),
+                 run / std::max(result->prompt_seconds, 1e-9), result->ids.size(),
                  decoded / std::max(result->generate_seconds, 1e-9),
                  result->stop_reason == "length" ? " (cut at -n)" : "");
   }

@@ -1,6 +1,7 @@
 // kiln run --interactive: a conversation with a chat model, read from a
 // stream a message a line, each answered with the whole conversation so far
-// as its prompt.
+// as its prompt; the positions the turn before left in the cache (the
+// conversation up to its reply) are not run again.
 #pragma once
 
 #include <cstdint>
