@@ -73,6 +73,15 @@ class GoldenCheck : public ::testing::Test {
     std::sort(out.begin(), out.end());
     return out;
   }
+  // stories260K's first golden case and an executor of 256 positions; false
+  // where the goldens are missing.
+  bool FirstStoriesGolden(Golden* golden, std::unique_ptr<CpuExecutor>* ex) {
+    const std::vector<std::filesystem::path> cases = Cases("stories260K");
+    if (cases.empty()) return false;
+    *golden = ReadGolden(cases.front());
+    *ex = Load("stories260K", 256);
+    return true;
+  }
   std::unique_ptr<Program> program_;
 };
 
@@ -113,11 +122,10 @@ TEST_F(GoldenCheck, Stories260KGreedyIdsAndPromptLogits) {
 // greedy ids 0..7 of a golden, the prompt plus ids 0..11 with the 7 first
 // ids' positions cached gives the golden's ids from 12 on.
 TEST_F(GoldenCheck, CachedPrefixContinuesAsLlamaCpp) {
-  const std::vector<std::filesystem::path> cases = Cases("stories260K");
-  if (cases.empty()) GTEST_SKIP() << "no goldens under " << testing::TestDataDir();
-  std::unique_ptr<CpuExecutor> ex = Load("stories260K", 256);
+  Golden g;
+  std::unique_ptr<CpuExecutor> ex;
+  if (!FirstStoriesGolden(&g, &ex)) GTEST_SKIP() << "no goldens under " << testing::TestDataDir();
   ASSERT_NE(ex, nullptr);
-  const Golden g = ReadGolden(cases.front());
   ASSERT_GT(g.generated.size(), 16u);
   GenerateOptions options;
   options.max_new_tokens = 8;
@@ -140,11 +148,10 @@ TEST_F(GoldenCheck, CachedPrefixContinuesAsLlamaCpp) {
 // StepGreedy (what GPU backends answer on the device) picks the argmax of
 // Step's logits: teacher-forced over a golden's prompt and continuation.
 TEST_F(GoldenCheck, StepGreedyIsTheArgmaxOfEveryRow) {
-  const std::vector<std::filesystem::path> cases = Cases("stories260K");
-  if (cases.empty()) GTEST_SKIP() << "no goldens under " << testing::TestDataDir();
-  std::unique_ptr<CpuExecutor> ex = Load("stories260K", 256);
+  Golden g;
+  std::unique_ptr<CpuExecutor> ex;
+  if (!FirstStoriesGolden(&g, &ex)) GTEST_SKIP() << "no goldens under " << testing::TestDataDir();
   ASSERT_NE(ex, nullptr);
-  const Golden g = ReadGolden(cases.front());
   std::vector<int32_t> ids = g.prompt;
   ids.insert(ids.end(), g.generated.begin(), g.generated.end());
   std::vector<int32_t> rows(ids.size());
