@@ -26,6 +26,11 @@
 namespace kiln::vulkan {
 namespace {
 
+// An A/B switch: the environment variable `name` set to 0.
+bool SwitchedOff(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::string_view(value) == "0";
+}
 
 // The step inputs' header (kernels-templates/vulkan/common.glsl reads it).
 // The block tables come last among the inputs: a bucket of B tokens copies
@@ -173,6 +178,9 @@ class VulkanExecutor final : public Executor {
   // Split steps merge attention's partials in the attention dispatch
   // (paged_attention's FOLD) instead of attention_combine's.
   bool fold_combine_ = false;
+  // Workgroup-scope cooperative matrices (matmul_coopmat2, paged_attention_coopmat2)
+  // where the device has them; KILN_VULKAN_COOPMAT2=0 keeps them off.
+  bool coopmat2_ = false;
   int64_t f16_copy_bytes_ = 0;
   int64_t act_f16_halves_ = 0;
   int64_t silu_floats_ = 0;
@@ -354,8 +362,7 @@ absl::Status VulkanExecutor::PlaceF16Copy() {
   // (docs/perf/vulkan-h200.md, session 14): copies staged as they are read
   // take that away, for 2 bytes a weight. KILN_VULKAN_F16_COPY=0 keeps the
   // decoding kernel (and reads f16 weights through it too).
-  const char* env = getenv("KILN_VULKAN_F16_COPY");
-  f16_prefill_ = dev_.has_coopmat() && !(env != nullptr && std::string_view(env) == "0");
+  f16_prefill_ = dev_.has_coopmat() && !SwitchedOff("KILN_VULKAN_F16_COPY");
   if (!f16_prefill_) return absl::OkStatus();
   std::map<std::string, Placed> placed;
   VkDeviceSize at = 0;
@@ -433,21 +440,15 @@ absl::Status VulkanExecutor::CreatePipelines(const std::vector<SpirvModule>& mod
   // Query-tiled prefill attention where the artifact has it (H200: 18.1 ->
   // 7.3 ms of a 512-token step, docs/perf/vulkan-h200.md, session 19);
   // KILN_VULKAN_PREFILL_ATTENTION=0 keeps a workgroup per token.
-  const char* prefill_env = std::getenv("KILN_VULKAN_PREFILL_ATTENTION");
-  const bool prefill_attention = prefill_env == nullptr || std::string_view(prefill_env) != "0";
+  const bool prefill_attention = !SwitchedOff("KILN_VULKAN_PREFILL_ATTENTION");
   // On workgroup-scope tensor cores where the device and the artifact have
   // them; KILN_VULKAN_CM2_ATTENTION=0 (or KILN_VULKAN_COOPMAT2=0) keeps the
   // query tiles on CUDA cores.
-  const char* cm2_attention_env = std::getenv("KILN_VULKAN_CM2_ATTENTION");
-  const char* cm2_env = std::getenv("KILN_VULKAN_COOPMAT2");
-  const bool cm2_attention = prefill_attention && dev_.has_coopmat2() &&
-                             !(cm2_attention_env != nullptr && std::string_view(cm2_attention_env) == "0") &&
-                             !(cm2_env != nullptr && std::string_view(cm2_env) == "0");
+  const bool cm2_attention = prefill_attention && coopmat2_ && !SwitchedOff("KILN_VULKAN_CM2_ATTENTION");
   // Split steps' attention merges its own partials where the artifact has
   // every attention's FOLD instance (no combine dispatch and barrier);
   // KILN_VULKAN_FOLD_COMBINE=0 keeps attention_combine.
-  const char* fold_env = std::getenv("KILN_VULKAN_FOLD_COMBINE");
-  fold_combine_ = fold_env == nullptr || std::string_view(fold_env) != "0";
+  fold_combine_ = !SwitchedOff("KILN_VULKAN_FOLD_COMBINE");
   for (const Dispatch& d : dispatches_) {
     if (!d.planned.uses_partials || d.planned.only_when_split) continue;
     fold_combine_ = fold_combine_ && d.planned.fold_kernel && module_keys_.count(d.planned.fold_kernel->Key()) > 0;
@@ -1145,8 +1146,8 @@ absl::Status VulkanExecutor::Init(const WeightSource& weights, std::span<const u
   // (where the device has workgroup-scope cooperative matrices and the
   // artifact matmul_coopmat2) the f16 activations of the widest launch it may
   // run. KILN_VULKAN_COOPMAT2=0 keeps matmul_coopmat (and the arena smaller).
-  const char* cm2_env = std::getenv("KILN_VULKAN_COOPMAT2");
-  if (dev_.has_coopmat2() && !(cm2_env != nullptr && std::string_view(cm2_env) == "0")) {
+  coopmat2_ = dev_.has_coopmat2() && !SwitchedOff("KILN_VULKAN_COOPMAT2");
+  if (coopmat2_) {
     for (const Dispatch& d : dispatches_) {
       if (!d.planned.coopmat2_kernel || module_keys_.count(d.planned.coopmat2_kernel->Key()) == 0) continue;
       act_f16_halves_ = std::max(act_f16_halves_, d.planned.inputs[0].width * plan_.buckets.back());
