@@ -6,6 +6,9 @@
 #include "runtime/cpu/q8_dot.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "runtime/cpu/cpu_isa.h"
 
@@ -122,11 +125,34 @@ bool HasKernel(Q8Kernel kernel) {
 
 }  // namespace
 
-Q8Kernel BestQ8Kernel() {
-  static const Q8Kernel best = HasKernel(Q8Kernel::kAvx512Vnni) ? Q8Kernel::kAvx512Vnni
-                               : HasKernel(Q8Kernel::kAvxVnni)  ? Q8Kernel::kAvxVnni
-                                                                : Q8Kernel::kAvx2;
+namespace {
+
+// The fastest kernel, or the one KILN_CPU_INT8_KERNEL names (avx2, avx-vnni,
+// avx512-vnni) where this CPU has it: how one machine measures the kernels
+// of CPUs without its wider instructions.
+Q8Kernel ChooseQ8Kernel() {
+  const Q8Kernel best = HasKernel(Q8Kernel::kAvx512Vnni) ? Q8Kernel::kAvx512Vnni
+                        : HasKernel(Q8Kernel::kAvxVnni)  ? Q8Kernel::kAvxVnni
+                                                         : Q8Kernel::kAvx2;
+  const char* named = std::getenv("KILN_CPU_INT8_KERNEL");
+  if (named == nullptr || *named == '\0') return best;
+  for (const Q8Kernel k : {Q8Kernel::kAvx2, Q8Kernel::kAvxVnni, Q8Kernel::kAvx512Vnni}) {
+    if (Q8KernelName(k) != named) continue;
+    if (HasKernel(k)) return k;
+    std::fprintf(stderr, "kiln: KILN_CPU_INT8_KERNEL=%s: this CPU lacks its instructions; using %s\n", named,
+                 std::string(Q8KernelName(best)).c_str());
+    return best;
+  }
+  std::fprintf(stderr, "kiln: KILN_CPU_INT8_KERNEL=%s is none of avx2, avx-vnni, avx512-vnni; using %s\n", named,
+               std::string(Q8KernelName(best)).c_str());
   return best;
+}
+
+}  // namespace
+
+Q8Kernel BestQ8Kernel() {
+  static const Q8Kernel chosen = ChooseQ8Kernel();
+  return chosen;
 }
 
 RowDotQ8Fn Q8RowDot(GgmlType type, Q8Kernel kernel) {

@@ -63,7 +63,9 @@ using RowDotQ8Fn = void (*)(const uint8_t* rows, int64_t row_bytes, int64_t nrow
 enum class Q8Kernel { kAvx2, kAvxVnni, kAvx512Vnni };
 
 // The fastest kernel this CPU has (kAvx2 where it has none; the kernels
-// exist only where DetectCpuIsa() is kAvx2).
+// exist only where DetectCpuIsa() is kAvx2), or the one the environment's
+// KILN_CPU_INT8_KERNEL names (avx2, avx-vnni, avx512-vnni) where the CPU has
+// it; read once.
 Q8Kernel BestQ8Kernel();
 
 std::string_view Q8KernelName(Q8Kernel kernel);  // "avx2", "avx-vnni", "avx512-vnni"

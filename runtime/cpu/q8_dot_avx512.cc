@@ -164,8 +164,7 @@ KILN_Q8_TARGET inline void DecodeGroup(const uint8_t* row, int64_t g, PairBlock*
       const __m512 sc =
           _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
       _mm512_store_ps(quarters, _mm512_mul_ps(d, sc));
-    } else {
-      static_assert(W::kBlockScales);
+    } else {  // q4_K, q5_K
       alignas(32) float muls[8];
       BlockScalesK4(b, muls, adds + 8 * g);
       // Sub-block s's scale on both of its quarters.

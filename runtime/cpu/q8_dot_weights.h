@@ -1,10 +1,14 @@
-// The weight types of the integer kernels (q8_dot.h): each supplies its
-// 32-element sub-blocks as byte codes plus how a sub-block's integer sum I
-// with an activation block (scale dx, codes summing to S) enters the dot
-// product: mul dx I + add dx S; q4_K and q5_K give their codes per
-// sub-block and their 8 scales per super-block (kBlockScales). Signed codes
-// go through the sign trick (the byte multiply-add takes unsigned times
-// signed: |w| times x with w's sign); q6_K has one scale per 16 elements. Included by the kernels' files
+// The weight types of the integer kernels (q8_dot.h): the legacy types
+// (q8_0, q4_0/1, q5_0/1) supply each 32-element block as byte codes plus how
+// its integer sum I with an activation block (scale dx, codes summing to S)
+// enters the dot product: mul dx I + add dx S (Sub). The k-quants (q4_K,
+// q5_K, q6_K) supply their codes a sub-block at a time (Codes) and a
+// super-block's scales together: its sub-blocks' integer scales (one per 16
+// elements for q6_K) and float d for the AVX2 kernels, which weight the
+// integer sums by them before any conversion (SuperScales); the AVX-512
+// kernels take q4_K / q5_K's as floats (BlockScalesK4). Signed codes go
+// through the sign trick (the byte multiply-add takes unsigned times signed:
+// |w| times x with w's sign). Included by the kernels' files
 // (q8_dot_kernels.h for AVX2 and AVX-VNNI, q8_dot_avx512.cc), each of which
 // defines KILN_Q8_TARGET (the functions' target attribute) first; everything
 // is in an anonymous namespace, compiled once per target. Internal to
@@ -26,10 +30,9 @@ namespace {
 
 // One 32-element sub-block of a weight row.
 struct SubBlock {
-  __m256i w;        // codes: int8 (kSigned) or bytes 0..63
-  __m256i scale16;  // kPer16: int16 scale of elements 0..15 (low half), 16..31 (high half)
-  float mul = 0;    // weight of the integer sum
-  float add = 0;    // weight of the activation codes' sum (kHasAdd)
+  __m256i w;      // codes: int8 (kSigned) or bytes 0..63
+  float mul = 0;  // weight of the integer sum
+  float add = 0;  // weight of the activation codes' sum (kHasAdd)
 };
 
 // 16 bytes of nibbles: element j (low nibble of byte j), element j + 16 (its high nibble).
@@ -57,7 +60,7 @@ KILN_Q8_TARGET inline __m256i FifthBits(uint32_t bits) {
 // q8_0 (34 bytes): f16 d | int8 q[32].
 struct Q8_0W {
   static constexpr int kBytes = 34, kSubs = 1;
-  static constexpr bool kSigned = true, kPer16 = false, kHasAdd = false, kBlockScales = false;
+  static constexpr bool kSigned = true, kHasAdd = false;
   KILN_Q8_TARGET static void Sub(const uint8_t* b, int, SubBlock* o) {
     o->w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
     o->mul = avx2::LoadF16(b);
@@ -68,7 +71,7 @@ struct Q8_0W {
 // activations' sum, so the codes stay unsigned.
 struct Q4_0W {
   static constexpr int kBytes = 18, kSubs = 1;
-  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true, kBlockScales = false;
+  static constexpr bool kSigned = false, kHasAdd = true;
   KILN_Q8_TARGET static void Sub(const uint8_t* b, int, SubBlock* o) {
     o->w = Nibbles32(b + 2);
     o->mul = avx2::LoadF16(b);
@@ -79,7 +82,7 @@ struct Q4_0W {
 // q4_1 (20 bytes): f16 d | f16 m | qs[16]; w = d q + m.
 struct Q4_1W {
   static constexpr int kBytes = 20, kSubs = 1;
-  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true, kBlockScales = false;
+  static constexpr bool kSigned = false, kHasAdd = true;
   KILN_Q8_TARGET static void Sub(const uint8_t* b, int, SubBlock* o) {
     o->w = Nibbles32(b + 4);
     o->mul = avx2::LoadF16(b);
@@ -90,7 +93,7 @@ struct Q4_1W {
 // q5_0 (22 bytes): f16 d | qh[4] | qs[16]; w = d (q - 16), bit i of qh is bit 4 of element i.
 struct Q5_0W {
   static constexpr int kBytes = 22, kSubs = 1;
-  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true, kBlockScales = false;
+  static constexpr bool kSigned = false, kHasAdd = true;
   KILN_Q8_TARGET static void Sub(const uint8_t* b, int, SubBlock* o) {
     o->w = _mm256_or_si256(Nibbles32(b + 6), FifthBits(LoadLeU32(b + 2)));
     o->mul = avx2::LoadF16(b);
@@ -101,7 +104,7 @@ struct Q5_0W {
 // q5_1 (24 bytes): f16 d | f16 m | qh[4] | qs[16]; w = d q + m.
 struct Q5_1W {
   static constexpr int kBytes = 24, kSubs = 1;
-  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true, kBlockScales = false;
+  static constexpr bool kSigned = false, kHasAdd = true;
   KILN_Q8_TARGET static void Sub(const uint8_t* b, int, SubBlock* o) {
     o->w = _mm256_or_si256(Nibbles32(b + 8), FifthBits(LoadLeU32(b + 4)));
     o->mul = avx2::LoadF16(b);
@@ -137,25 +140,41 @@ KILN_Q8_TARGET inline void BlockScalesK4(const uint8_t* b, float* mul, float* ad
   _mm256_storeu_ps(add, _mm256_mul_ps(_mm256_set1_ps(-avx2::LoadF16(b + 2)), BytesToFloats(m)));
 }
 
+// A q4_K / q5_K super-block's integer scales for the AVX2 kernels: sc[s] on
+// every int16 lane of scale16[s], d, and adds[s] = -dmin m[s].
+KILN_Q8_TARGET inline void SuperScalesK4(const uint8_t* b, __m256i scale16[8], float* d, float* adds) {
+  uint8_t sc[8], m[8];
+  ScalesAndMinsK4(b + 4, sc, m);
+  for (int s = 0; s < 8; ++s) scale16[s] = _mm256_set1_epi16(sc[s]);
+  *d = avx2::LoadF16(b);
+  _mm256_storeu_ps(adds, _mm256_mul_ps(_mm256_set1_ps(-avx2::LoadF16(b + 2)), BytesToFloats(m)));
+}
+
 // q4_K (144 bytes): f16 d | f16 dmin | scales[12] | qs[128]; sub-block s is
 // the low (s even) or high nibbles of qs[32 (s / 2) ..]; w = d sc q - dmin m
 // (BlockScalesK4).
 struct Q4_KW {
   static constexpr int kBytes = 144, kSubs = 8;
-  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true, kBlockScales = true;
+  static constexpr bool kSigned = false, kHasAdd = true;
   KILN_Q8_TARGET static __m256i Codes(const uint8_t* b, int s) { return NibblePlane(b + 16 + 32 * (s / 2), s % 2); }
+  KILN_Q8_TARGET static void SuperScales(const uint8_t* b, __m256i scale16[8], float* d, float* adds) {
+    SuperScalesK4(b, scale16, d, adds);
+  }
 };
 
 // q5_K (176 bytes): as q4_K with qh[32] before qs: bit s of qh[l] is bit 4
 // of element l of sub-block s.
 struct Q5_KW {
   static constexpr int kBytes = 176, kSubs = 8;
-  static constexpr bool kSigned = false, kPer16 = false, kHasAdd = true, kBlockScales = true;
+  static constexpr bool kSigned = false, kHasAdd = true;
   KILN_Q8_TARGET static __m256i Codes(const uint8_t* b, int s) {
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
     const __m256i fifth = _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)), 4),
                                            _mm256_set1_epi8(0x10));
     return _mm256_or_si256(NibblePlane(b + 48 + 32 * (s / 2), s % 2), fifth);
+  }
+  KILN_Q8_TARGET static void SuperScales(const uint8_t* b, __m256i scale16[8], float* d, float* adds) {
+    SuperScalesK4(b, scale16, d, adds);
   }
 };
 
@@ -165,17 +184,23 @@ struct Q5_KW {
 // w = d sc (q - 32) with one scale per 16 elements.
 struct Q6_KW {
   static constexpr int kBytes = 210, kSubs = 8;
-  static constexpr bool kSigned = true, kPer16 = true, kHasAdd = false, kBlockScales = false;
-  KILN_Q8_TARGET static void Sub(const uint8_t* b, int s, SubBlock* o) {
+  static constexpr bool kSigned = true, kHasAdd = false;
+  KILN_Q8_TARGET static __m256i Codes(const uint8_t* b, int s) {
     const int half = s / 4, k = s % 4;
     const __m256i low = NibblePlane(b + 64 * half + 32 * (k % 2), k / 2);
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * half));
     const __m256i high = _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), 4),
                                           _mm256_set1_epi8(0x30));
-    o->w = _mm256_sub_epi8(_mm256_or_si256(low, high), _mm256_set1_epi8(32));
-    const auto* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * half + 2 * k);
-    o->scale16 = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
-    o->mul = avx2::LoadF16(b + 208);
+    return _mm256_sub_epi8(_mm256_or_si256(low, high), _mm256_set1_epi8(32));
+  }
+  // Sub-block s's two 16-element scales as int16 lanes (low half, high half), and d.
+  KILN_Q8_TARGET static void SuperScales(const uint8_t* b, __m256i scale16[8], float* d, float*) {
+    const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+    for (int s = 0; s < 8; ++s) {
+      const int i = 8 * (s / 4) + 2 * (s % 4);
+      scale16[s] = _mm256_set_m128i(_mm_set1_epi16(sc[i + 1]), _mm_set1_epi16(sc[i]));
+    }
+    *d = avx2::LoadF16(b + 208);
   }
 };
 

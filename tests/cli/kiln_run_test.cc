@@ -81,6 +81,40 @@ TEST(KilnRun, GgufAndArtifactBothGiveTheGoldenIds) {
   EXPECT_EQ(Ints(RunJson(art, prompt, 64).Find("ids")), want);
 }
 
+// KILN_CPU_INT8_KERNEL picks the CPU's integer kernel family (how one
+// machine measures the kernels of CPUs without its wider instructions): the
+// backend line names the family that ran, each gives the q8_0 goldens, and a
+// name the CPU cannot run or does not know is said and the best one runs.
+TEST(KilnRun, Int8KernelNamedByTheEnvironment) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K-q8_0-mix.gguf");
+  KILN_REQUIRE_TESTDATA(golden_path, "golden/stories260K-q8_0-mix/p01_once_upon_a_time.json");
+  const auto [prompt, want] = PromptAndIds(golden_path);
+  const JsonValue plain = RunJson(model.string(), prompt, 32);
+  const std::string backend = plain.Find("backend")->string_value();
+  if (backend.find("int8 activations") == std::string::npos) GTEST_SKIP() << "no integer kernels here: " << backend;
+  for (const char* kernel : {"avx2", "avx-vnni", "avx512-vnni"}) {
+    SCOPED_TRACE(kernel);
+    const testing::ScopedEnv env("KILN_CPU_INT8_KERNEL", kernel);
+    const testing::CommandResult r = RunKiln("run " + Quote(model.string()) + " -p " + Quote(prompt) +
+                                             " -n 32 --temp 0 --output-format json");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    absl::StatusOr<JsonValue> j = JsonLine(r.output);
+    ASSERT_TRUE(j.ok()) << r.output;
+    EXPECT_EQ(Ints(j->Find("ids")), std::vector<int64_t>(want.begin(), want.begin() + 32));
+    if (r.output.find("lacks its instructions") != std::string::npos) {
+      EXPECT_NE(std::string(kernel), "avx2") << "every CPU with integer kernels has AVX2's";
+      EXPECT_EQ(j->Find("backend")->string_value(), backend) << "the best kernel instead";
+    } else {
+      EXPECT_THAT(j->Find("backend")->string_value(), HasSubstr(std::string("int8 activations (") + kernel + ")"));
+    }
+  }
+  const testing::ScopedEnv env("KILN_CPU_INT8_KERNEL", "sse9");
+  const testing::CommandResult r = RunKiln("run " + Quote(model.string()) + " -p " + Quote(prompt) + " -n 4");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("KILN_CPU_INT8_KERNEL=sse9 is none of avx2, avx-vnni, avx512-vnni"));
+}
+
 // --kv-type applies when a GGUF is compiled in memory: the f16 cache gives
 // stories260K's golden ids too (GoldenCheck.Stories260KF16KvCacheGreedyIds),
 // and the JSON says which cache ran. An artifact's plan fixed its cache type.
