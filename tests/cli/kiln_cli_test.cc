@@ -28,7 +28,7 @@ TEST(KilnCli, UnknownCommand) {
 }
 
 TEST(KilnCli, EveryBuiltCommandHasHelp) {
-  for (const char* cmd : {"inspect", "tokenize", "synth", "compile", "run", "serve", "bench"}) {
+  for (const char* cmd : {"inspect", "tokenize", "synth", "compile", "run", "serve", "bench", "perplexity"}) {
     const testing::CommandResult r = RunKiln(std::string(cmd) + " --help");
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_THAT(r.output, HasSubstr(std::string("usage: kiln ") + cmd)) << cmd;

@@ -20,6 +20,7 @@ int RunCompile(int argc, char** argv);
 int RunRun(int argc, char** argv);
 int RunServe(int argc, char** argv);
 int RunBench(int argc, char** argv);
+int RunPerplexity(int argc, char** argv);
 // What `kiln run` and `kiln serve` pass on when they compile a model in
 // memory: the --quant policy, the comma-separated --override list and the
 // --kv-type (empty: kiln compile's defaults).

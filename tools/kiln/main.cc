@@ -22,6 +22,7 @@ constexpr Command kCommands[] = {
     {"run", "generate text with a model (CPU, CUDA or Vulkan)", kiln::cli::RunRun},
     {"serve", "serve a model over an OpenAI-compatible HTTP API", kiln::cli::RunServe},
     {"bench", "measure prefill and decode speed beside the roofline and the peers", kiln::cli::RunBench},
+    {"perplexity", "measure a model's perplexity on a text, as llama.cpp's llama-perplexity does", kiln::cli::RunPerplexity},
     {"inspect", "print a model file's architecture, tokenizer and tensors", kiln::cli::RunInspect},
     {"tokenize", "print the token ids of a text", kiln::cli::RunTokenize},
     {"synth", "write a Llama-family GGUF with random weights", kiln::cli::RunSynth},

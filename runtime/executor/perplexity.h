@@ -1,0 +1,53 @@
+// Perplexity of a model on a text, as llama.cpp's llama-perplexity measures
+// it (so that the figures of the two compare): the text's tokens (with BOS)
+// cut into chunks of `context` tokens, each chunk's first token replaced by
+// BOS and run from an empty cache, the second half of each chunk scored
+// (positions context/2 .. context-2, each the log-probability of the next
+// token). Or the whole text as one sequence with every position scored.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/executor/executor.h"
+
+namespace kiln {
+
+struct PerplexityOptions {
+  int64_t context = 512;   // tokens a chunk (llama-perplexity's -c)
+  int64_t max_chunks = 0;  // 0: every whole chunk of the text
+  int32_t bos = -1;        // each chunk's first token becomes this id (-1: kept as it is)
+  // The whole text as one sequence from position 0, every position scored
+  // (no chunks; the text must fit the model's context).
+  bool whole = false;
+};
+
+struct PerplexityResult {
+  int64_t tokens = 0;   // of the text
+  int64_t chunks = 0;   // evaluated (1 with `whole`)
+  int64_t scored = 0;   // predictions scored
+  std::vector<double> running_ppl;  // after each chunk: exp(mean NLL so far)
+  double mean_nll = 0;
+  double ppl = 0;        // exp(mean_nll)
+  double ppl_error = 0;  // llama-perplexity's estimate: ppl x the NLL's standard error
+  // ln p(next token) of each scored prediction, in order.
+  std::vector<double> token_logprobs;
+  double seconds = 0;  // evaluating (steps and scoring)
+};
+
+// The executor's KV pool must hold `context` tokens (the text's tokens with
+// `whole`). Errors name what does not fit: a text with fewer tokens than
+// one chunk, a context past the model's, a context under 4 tokens.
+// `on_chunk` sees each chunk's index and the running perplexity after it.
+absl::StatusOr<PerplexityResult> Perplexity(Executor& executor, std::span<const int32_t> ids,
+                                            const PerplexityOptions& options,
+                                            const std::function<void(int64_t, double)>& on_chunk = nullptr);
+
+// ln softmax(logits)[token] over n logits: the largest subtracted first, the
+// exponentials summed in double.
+double LogSoftmaxAt(std::span<const float> logits, int32_t token);
+
+}  // namespace kiln

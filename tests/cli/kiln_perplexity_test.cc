@@ -1,0 +1,122 @@
+// `kiln perplexity` end to end: llama-perplexity's figures on the testdata
+// text (../shared/testdata/golden/perplexity) through the CLI's own
+// tokenisation, the JSON contract, the Vulkan backend where a device exists,
+// and the errors for what cannot be scored.
+#include <cmath>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/util/json.h"
+#include "tests/test_support.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Quote;
+using testing::RunKiln;
+
+// The one line of JSON in a command's output (stderr carries progress lines).
+absl::StatusOr<JsonValue> JsonLine(const std::string& output) {
+  for (size_t start = 0; start < output.size();) {
+    const size_t end = output.find('\n', start);
+    const std::string line = output.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!line.empty() && line[0] == '{') return ParseJson(line);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return absl::NotFoundError("no JSON line in the output");
+}
+
+// llama-perplexity -c 128 on stories260K: 6 chunks, final 3.5407 +/- 0.26493
+// (ppl_stories260K.json); kiln's f32 path gives its figures to the printed
+// decimals.
+TEST(KilnPerplexity, ChunksOfTheTextAsLlamaPerplexity) {
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  KILN_REQUIRE_TESTDATA(text, "golden/perplexity/text_a.txt");
+  KILN_REQUIRE_TESTDATA(golden_path, "golden/perplexity/ppl_stories260K.json");
+  absl::StatusOr<JsonValue> golden = ParseJson(testing::ReadFileOrDie(golden_path));
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const JsonValue& llama = *golden->Find("llama_perplexity");
+  const std::string base = "perplexity " + Quote(model.string()) + " -f " + Quote(text.string()) + " -c 128";
+
+  const testing::CommandResult t = RunKiln(base + " --backend cpu");
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  EXPECT_THAT(t.output, HasSubstr("793 tokens, 6 chunks of 128, scoring positions 64..126"));
+  EXPECT_THAT(t.output, HasSubstr("[1]3.2864,[2]3.4186,[3]3.2541,[4]3.3207,[5]3.5095,[6]3.5407,"));
+  EXPECT_THAT(t.output, HasSubstr("Final estimate: PPL = 3.5407 +/- 0.26493"));
+
+  const testing::CommandResult j = RunKiln(base + " --backend cpu --output-format json");
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  absl::StatusOr<JsonValue> out = JsonLine(j.output);
+  ASSERT_TRUE(out.ok()) << j.output;
+  EXPECT_EQ(*out->Find("tokens")->int_value(), 793);
+  EXPECT_EQ(*out->Find("context")->int_value(), 128);
+  EXPECT_EQ(*out->Find("chunks")->int_value(), 6);
+  EXPECT_EQ(*out->Find("scored")->int_value(), 6 * 63);
+  const auto& want = llama.Find("running_ppl_after_each_chunk")->array();
+  const auto& got = out->Find("running_ppl")->array();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i].number(), want[i].number(), 1e-4) << "chunk " << i;
+  EXPECT_NEAR(out->Find("ppl")->number(), llama.Find("final_ppl")->number(), 1e-4);
+  EXPECT_NEAR(out->Find("ppl_error")->number(), llama.Find("final_ppl_stderr")->number(), 1e-5);
+  EXPECT_NEAR(out->Find("mean_nll")->number(), std::log(out->Find("ppl")->number()), 1e-12);
+  EXPECT_EQ(out->Find("backend")->string_value().rfind("cpu", 0), 0u);
+
+  // The whole text as one sequence: the golden's full-sequence perplexity.
+  const testing::CommandResult w =
+      RunKiln("perplexity " + Quote(model.string()) + " -f " + Quote(text.string()) + " --whole --output-format json");
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  absl::StatusOr<JsonValue> whole = JsonLine(w.output);
+  ASSERT_TRUE(whole.ok()) << w.output;
+  EXPECT_EQ(*whole->Find("scored")->int_value(), 792);
+  EXPECT_NEAR(whole->Find("ppl")->number(), golden->Find("full_sequence")->Find("ppl")->number(), 1e-5);
+}
+
+// On Vulkan (lavapipe in CI) the chunks' figures are the CPU's.
+TEST(KilnPerplexity, VulkanGivesTheSameFigures) {
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  KILN_REQUIRE_TESTDATA(text, "golden/perplexity/text_a.txt");
+  const testing::CommandResult r = RunKiln("perplexity " + Quote(model.string()) + " -f " + Quote(text.string()) +
+                                           " -c 128 --chunks 2 --backend vulkan --output-format json");
+  if (r.exit_code != 0 && (r.output.find("no Vulkan") != std::string::npos ||
+                           r.output.find("libvulkan") != std::string::npos)) {
+    GTEST_SKIP() << "no Vulkan device: " << r.output;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  absl::StatusOr<JsonValue> out = JsonLine(r.output);
+  ASSERT_TRUE(out.ok()) << r.output;
+  EXPECT_EQ(out->Find("backend")->string_value().rfind("vulkan", 0), 0u) << out->Find("backend")->string_value();
+  EXPECT_EQ(*out->Find("chunks")->int_value(), 2);
+  const auto& got = out->Find("running_ppl")->array();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_NEAR(got[0].number(), 3.2864, 2e-4);  // llama-perplexity's chunks 1 and 2
+  EXPECT_NEAR(got[1].number(), 3.4186, 2e-4);
+}
+
+TEST(KilnPerplexity, RefusesWhatCannotBeScored) {
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  KILN_REQUIRE_TESTDATA(text, "golden/perplexity/text_a.txt");
+  const std::string m = "perplexity " + Quote(model.string());
+  const std::string f = " -f " + Quote(text.string());
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {m, "missing -f FILE"},
+      {m + f + " -c 4096", "-c (4096 tokens) exceeds the model's context of 2048 tokens"},
+      {m + f + " -c 1024", "the text has 793 tokens, fewer than one chunk of 1024"},
+      {m + f + " -c 2", "a context of 2 tokens is too short to score"},
+      {m + f + " -c x", "--ctx-size expects an integer"},
+      {m + f + " --chunks -1", "--chunks must be 0 (all) or more"},
+      {m + f + " --output-format xml", "--output-format takes text or json"},
+      {m + " -f /nonexistent/text.txt", "cannot read the text file"},
+  };
+  for (const Case& c : cases) {
+    const testing::CommandResult r = RunKiln(c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.output;
+    EXPECT_THAT(r.output, HasSubstr(c.message)) << c.args;
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,128 @@
+// kiln perplexity: how well a model predicts a text, measured as
+// llama.cpp's llama-perplexity does (runtime/executor/perplexity.h), so that
+// a model compiled with kiln's quantisation compares with the same file in
+// llama.cpp and with its own f16 form.
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "runtime/backend/backend.h"
+#include "runtime/executor/perplexity.h"
+#include "runtime/util/json.h"
+#include "tools/kiln/args.h"
+#include "tools/kiln/commands.h"
+#include "tools/kiln/input_file.h"
+#include "tools/kiln/load_program.h"
+
+namespace kiln::cli {
+
+int RunPerplexity(int argc, char** argv) {
+  ArgParser args("perplexity",
+                 "Measures a model's perplexity on a text as llama.cpp's llama-perplexity does: the text's tokens\n"
+                 "(with BOS) in chunks of -c tokens, each from an empty cache with BOS first, the second half of\n"
+                 "each chunk scored. Prints the running perplexity after each chunk and the final estimate.");
+  args.Positional("MODEL", "a .kiln artifact or a .gguf file")
+      .Option("file", "FILE", "the text (-: standard input)", "", "-f")
+      .Option("ctx-size", "N", "tokens a chunk (at most the model's context)", "512", "-c")
+      .Option("chunks", "N", "evaluate at most N chunks (0: all)", "0")
+      .Flag("whole", "the whole text as one sequence, every position scored (it must fit the model's context)")
+      .Option("quant", "TYPE", "when compiling a GGUF: weight storage policy (as kiln compile --quant)")
+      .Option("override", "LIST", "when compiling a GGUF: per-tensor storage, NAME_SUBSTRING=TYPE,...")
+      .Option("kv-type", "TYPE", "when compiling a GGUF: KV cache element type, f32 | f16")
+      .Option("threads", "N", "CPU threads (0: all cores)", "0")
+      .Option("backend", "NAME", "auto (the fastest present: cuda, vulkan, then cpu) | cpu | cuda | vulkan", "auto")
+      .Option("device", "N", "GPU index for the cuda and vulkan backends", "0")
+      .Option("weights", "FILE", "for a program-only artifact: the model file to bind the weights from")
+      .Option("output-format", "FORMAT", "text or json (one object at the end)", "text");
+  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("perplexity", std::string(s.message()));
+  if (args.help_requested()) {
+    std::printf("%s", args.Help().c_str());
+    return 0;
+  }
+  const std::string format = args.Get("output-format");
+  if (format != "text" && format != "json") return Fail("perplexity", "--output-format takes text or json");
+  if (!args.Has("file")) return Fail("perplexity", "missing -f FILE (the text to score)");
+  absl::StatusOr<int64_t> ctx = args.GetInt("ctx-size");
+  absl::StatusOr<int64_t> chunks = args.GetInt("chunks");
+  absl::StatusOr<int64_t> threads = args.GetInt("threads");
+  absl::StatusOr<int64_t> device = args.GetInt("device");
+  for (const absl::Status& s : {ctx.status(), chunks.status(), threads.status(), device.status()}) {
+    if (!s.ok()) return Fail("perplexity", std::string(s.message()));
+  }
+  if (*chunks < 0) return Fail("perplexity", "--chunks must be 0 (all) or more");
+  if (*device < 0) return Fail("perplexity", "--device takes a GPU index (0, 1, ...)");
+  absl::StatusOr<std::string> text = ReadInputFile(args.Get("file"), "text file");
+  if (!text.ok()) return Fail("perplexity", std::string(text.status().message()));
+
+  absl::StatusOr<Program> program =
+      LoadProgram(args.Get("MODEL"), {args.Get("quant"), args.Get("override"), args.Get("kv-type")}, args.Get("weights"));
+  if (!program.ok()) return Fail("perplexity", std::string(program.status().message()));
+  const Tokenizer& tok = *program->tokenizer;
+  const std::vector<int32_t> ids = tok.Encode(*text, {.add_special = true, .parse_special = false});
+  PerplexityOptions options;
+  options.whole = args.GetFlag("whole");
+  options.context = options.whole ? static_cast<int64_t>(ids.size()) : *ctx;
+  options.max_chunks = *chunks;
+  options.bos = tok.bos_id();
+  const int64_t model_context = program->plan.pool.max_tokens;
+  if (options.context > model_context) {
+    return Fail("perplexity", absl::StrFormat("%s (%d tokens) exceeds the model's context of %d tokens%s",
+                                              options.whole ? "the text" : "-c", options.context, model_context,
+                                              options.whole ? ": drop --whole to score it in chunks" : ""));
+  }
+
+  BackendOptions exec_options;
+  exec_options.backend = args.Get("backend");
+  exec_options.device = static_cast<int>(*device);
+  exec_options.threads = static_cast<int>(*threads);
+  exec_options.num_pages = (std::max<int64_t>(options.context, 1) + program->plan.pool.page_size - 1) /
+                           program->plan.pool.page_size;
+  absl::StatusOr<SelectedBackend> selected = StartBackend(*program, exec_options);
+  if (!selected.ok()) return Fail("perplexity", std::string(selected.status().message()));
+  Executor& executor = *selected->executor;
+  if (!selected->reason.empty()) {
+    std::fprintf(stderr, "kiln: backend %s (%s)\n", executor.Describe().c_str(), selected->reason.c_str());
+  }
+  if (!options.whole) {
+    const int64_t all = static_cast<int64_t>(ids.size()) / std::max<int64_t>(options.context, 1);
+    std::fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld, scoring positions %lld..%lld of each\n",
+                 ids.size(), static_cast<long long>(options.max_chunks > 0 ? std::min(all, options.max_chunks) : all),
+                 static_cast<long long>(options.context), static_cast<long long>(options.context / 2),
+                 static_cast<long long>(options.context - 2));
+  }
+  const bool text_out = format == "text";
+  absl::StatusOr<PerplexityResult> r = Perplexity(executor, ids, options, [&](int64_t chunk, double running) {
+    if (!text_out) return;
+    std::printf("[%lld]%.4f,", static_cast<long long>(chunk + 1), running);
+    std::fflush(stdout);
+  });
+  if (!r.ok()) {
+    if (text_out) std::printf("\n");
+    return Fail("perplexity", std::string(r.status().message()));
+  }
+  const double tps = static_cast<double>(r->chunks * options.context) / std::max(r->seconds, 1e-9);
+  if (text_out) {
+    std::printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", r->ppl, r->ppl_error);
+    std::fflush(stdout);
+    std::fprintf(stderr, "perplexity: %lld predictions scored in %.2f s (%.1f tokens/s) | backend: %s\n",
+                 static_cast<long long>(r->scored), r->seconds, tps, executor.Describe().c_str());
+    return 0;
+  }
+  JsonValue out = JsonValue::MakeObject();
+  out.Set("tokens", JsonValue::Int(r->tokens));
+  out.Set("context", JsonValue::Int(options.context));
+  out.Set("chunks", JsonValue::Int(r->chunks));
+  out.Set("scored", JsonValue::Int(r->scored));
+  JsonValue running = JsonValue::MakeArray();
+  for (double p : r->running_ppl) running.array().push_back(JsonValue::Number(p));
+  out.Set("running_ppl", std::move(running));
+  out.Set("mean_nll", JsonValue::Number(r->mean_nll));
+  out.Set("ppl", JsonValue::Number(r->ppl));
+  out.Set("ppl_error", JsonValue::Number(r->ppl_error));
+  out.Set("backend", JsonValue::String(executor.Describe()));
+  out.Set("seconds", JsonValue::Number(r->seconds));
+  out.Set("tokens_per_second", JsonValue::Number(tps));
+  std::printf("%s\n", ToJson(out).c_str());
+  return 0;
+}
+
+}  // namespace kiln::cli
