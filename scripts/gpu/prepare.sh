@@ -76,6 +76,9 @@ for tag in stories260K stories260K-f16 stories260K-q8_0-mix stories260K-q4_0-mix
   [ -d "$testdata/golden/$tag" ] && cp -r "$testdata/golden/$tag" "$stage/testdata/golden/"
   chmod -R u+w "$stage/testdata"
 done
+# llama-perplexity's figures for CudaGolden.PerplexityAsLlamaPerplexity.
+[ -d "$testdata/golden/perplexity" ] && cp -r "$testdata/golden/perplexity" "$stage/testdata/golden/" &&
+  chmod -R u+w "$stage/testdata"
 # The same with an f16 KV cache (the Vulkan backend keeps f32 pages: CUDA only).
 "$full_build/tools/kiln/kiln" compile "$testdata/models/stories260K.gguf" --target cuda:sm_90 --kv-type f16 \
   -o "$stage/artifacts/stories260K-kvf16.kiln" >/dev/null 2>&1 || { echo "compile of stories260K-kvf16 failed" >&2; exit 1; }

@@ -6,6 +6,7 @@
 // agree, PTX runs where the cubin's SM differs, and an SM the GPU cannot run
 // is a clear error. Skips without a GPU or without the artifacts.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -18,6 +19,7 @@
 #include "runtime/cuda/cuda_executor.h"
 #include "runtime/executor/cpu_executor.h"
 #include "runtime/executor/generator.h"
+#include "runtime/executor/perplexity.h"
 #include "runtime/util/json.h"
 #include "tests/cuda/single_op_plans.h"
 #include "tests/e2e/batched_check.h"
@@ -213,6 +215,52 @@ TEST_F(CudaGolden, PtxRunsWhereTheCubinIsForAnotherSm) {
   absl::StatusOr<GenerateResult> g = Greedy(*gpu, prompt, 20), c = Greedy(*cpu, prompt, 20);
   ASSERT_TRUE(g.ok() && c.ok());
   EXPECT_EQ(g->ids, c->ids);
+}
+
+// llama-perplexity's figures (golden/perplexity, -c 128 on the golden's
+// tokens) from the CUDA executor, as PerplexityCheck asks them of the CPU's:
+// within 1e-3 a chunk for the f32 and f16 files (the prefill's f16 weights
+// round more than the CPU's f32 products), 1e-2 for the quantised ones
+// (activations rounded to int8 otherwise than llama.cpp's); and one chunk
+// of 512 positions, the largest bucket asking for 255 logit rows, against
+// the CPU executor.
+TEST_F(CudaGolden, PerplexityAsLlamaPerplexity) {
+  int checked = 0;
+  for (const char* tag : {"stories260K", "stories260K-f16", "stories260K-q8_0-mix", "stories260K-q4_0-mix"}) {
+    SCOPED_TRACE(tag);
+    const std::filesystem::path path =
+        testing::TestDataDir() / "golden" / "perplexity" / (std::string("ppl_") + tag + ".json");
+    std::unique_ptr<Program> program = Load(tag);
+    if (!program || !std::filesystem::exists(path)) continue;
+    absl::StatusOr<JsonValue> j = ParseJson(testing::ReadFileOrDie(path));
+    ASSERT_TRUE(j.ok()) << j.status();
+    const std::vector<int32_t> ids = Ids(*j->Find("full_sequence")->Find("token_ids"));
+    std::vector<double> want;
+    for (const JsonValue& v : j->Find("llama_perplexity")->Find("running_ppl_after_each_chunk")->array()) {
+      want.push_back(v.number());
+    }
+    std::unique_ptr<Executor> gpu = Gpu(*program), cpu = Cpu(*program);
+    ASSERT_TRUE(gpu && cpu);
+    PerplexityOptions options;
+    options.context = 128;
+    options.bos = ids.front();
+    absl::StatusOr<PerplexityResult> r = Perplexity(*gpu, ids, options);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->running_ppl.size(), want.size());
+    const double bound = absl::StrContains(tag, "mix") ? 1e-2 : 1e-3;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_LE(std::fabs(r->running_ppl[i] - want[i]) / want[i], bound) << "chunk " << i + 1;
+    }
+    options.context = 512;
+    absl::StatusOr<PerplexityResult> g512 = Perplexity(*gpu, ids, options), c512 = Perplexity(*cpu, ids, options);
+    ASSERT_TRUE(g512.ok() && c512.ok()) << g512.status() << c512.status();
+    EXPECT_EQ(g512->scored, 255);
+    EXPECT_LE(std::fabs(g512->ppl - c512->ppl) / c512->ppl, bound) << g512->ppl << " against " << c512->ppl;
+    std::printf("%s: PPL -c 128 %.4f (llama.cpp %.4f); -c 512 %.4f (CPU %.4f)\n", tag, r->ppl, want.back(),
+                g512->ppl, c512->ppl);
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no artifacts or perplexity goldens";
 }
 
 TEST_F(CudaGolden, KernelsForANewerSmAreAClearError) {
