@@ -9,6 +9,12 @@
 
 namespace kiln {
 
+std::vector<int32_t> PerplexityTokens(const Tokenizer& tokenizer, std::string_view text) {
+  return tokenizer.Encode(text, {.add_special = true, .parse_special = false});
+}
+
+int32_t PerplexityChunkBos(const Tokenizer& tokenizer) { return tokenizer.add_bos() ? tokenizer.bos_id() : -1; }
+
 double LogSoftmaxAt(std::span<const float> logits, int32_t token) {
   const float max = *std::max_element(logits.begin(), logits.end());
   double sum = 0;
@@ -35,6 +41,13 @@ absl::StatusOr<PerplexityResult> Perplexity(Executor& executor, std::span<const 
     return absl::OutOfRangeError(absl::StrFormat("the KV pool holds %d tokens, fewer than the context of %d",
                                                  executor.num_pages() * executor.page_size(), context));
   }
+  const int64_t vocab = executor.n_vocab();
+  for (int64_t i = 0; i < n_tokens; ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("token %d at %d is outside the model's vocabulary of %d", ids[i], i, vocab));
+    }
+  }
   int64_t chunks = options.whole ? 1 : n_tokens / context;
   if (chunks == 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -45,7 +58,6 @@ absl::StatusOr<PerplexityResult> Perplexity(Executor& executor, std::span<const 
   // llama-perplexity scores a chunk's second half only: its first positions
   // see too little context to say much about the model.
   const int64_t first = options.whole ? 0 : context / 2;
-  const int64_t vocab = executor.n_vocab();
   const int64_t step_tokens = executor.max_step_tokens();
   const auto start = std::chrono::steady_clock::now();
 

@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/executor/executor.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace kiln {
 
@@ -40,11 +42,20 @@ struct PerplexityResult {
 
 // The executor's KV pool must hold `context` tokens (the text's tokens with
 // `whole`). Errors name what does not fit: a text with fewer tokens than
-// one chunk, a context past the model's, a context under 4 tokens.
+// one chunk, a context past the model's or the pool's, a context under 4
+// tokens, an id outside the vocabulary.
 // `on_chunk` sees each chunk's index and the running perplexity after it.
 absl::StatusOr<PerplexityResult> Perplexity(Executor& executor, std::span<const int32_t> ids,
                                             const PerplexityOptions& options,
                                             const std::function<void(int64_t, double)>& on_chunk = nullptr);
+
+// A text's tokens as llama-perplexity takes them: the vocabulary's BOS first
+// where it adds one, control-token text read as plain text.
+std::vector<int32_t> PerplexityTokens(const Tokenizer& tokenizer, std::string_view text);
+
+// What each chunk's first token becomes (PerplexityOptions::bos): BOS where
+// the vocabulary adds one, else -1 (kept; Qwen's vocabularies add none).
+int32_t PerplexityChunkBos(const Tokenizer& tokenizer);
 
 // ln softmax(logits)[token] over n logits: the largest subtracted first, the
 // exponentials summed in double.

@@ -128,6 +128,39 @@ TEST(PerplexityCheck, WholeTextTokenLogprobsAsTheGolden) {
   if (models == 0) GTEST_SKIP() << "no perplexity goldens under " << testing::TestDataDir();
 }
 
+// The text's tokens and each chunk's first token follow the vocabulary, as
+// llama-perplexity's: stories260K adds BOS (the golden's 793 tokens); the
+// same vocabulary without it (as Qwen's) gets no BOS in front and keeps
+// each chunk's first token, so its chunks are the text's own tokens.
+TEST(PerplexityCheck, TokensAndChunkStartsFollowTheVocabulary) {
+  const std::optional<PerplexityGolden> g = ReadPerplexityGolden("stories260K");
+  const std::filesystem::path text_path = testing::TestDataFile("golden/perplexity/text_a.txt");
+  const std::unique_ptr<Program> program = g && !text_path.empty() ? testing::CompileTestModel("stories260K") : nullptr;
+  if (program == nullptr) GTEST_SKIP() << "no stories260K perplexity golden under " << testing::TestDataDir();
+  const std::string text = testing::ReadFileOrDie(text_path);
+  const Tokenizer& with_bos = *program->tokenizer;
+  EXPECT_EQ(PerplexityTokens(with_bos, text), g->ids);
+  EXPECT_EQ(PerplexityChunkBos(with_bos), with_bos.bos_id());
+
+  VocabSpec spec = with_bos.spec();
+  spec.add_bos = false;
+  absl::StatusOr<std::unique_ptr<Tokenizer>> without = Tokenizer::FromSpec(spec);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(PerplexityTokens(**without, text), std::vector<int32_t>(g->ids.begin() + 1, g->ids.end()));
+  EXPECT_EQ(PerplexityChunkBos(**without), -1);
+  // Chunks without BOS score the text's own tokens: a chunk starting
+  // mid-sentence is not the BOS-led chunk llama.cpp's golden scored.
+  const std::unique_ptr<CpuExecutor> ex = testing::MakeExecutor(*program, 128);
+  ASSERT_NE(ex, nullptr);
+  PerplexityOptions options;
+  options.context = 128;
+  options.bos = PerplexityChunkBos(**without);
+  absl::StatusOr<PerplexityResult> r = Perplexity(*ex, PerplexityTokens(**without, text), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->tokens, 792);
+  EXPECT_GT(std::fabs(r->running_ppl.front() - g->running.front()), 1e-3) << "chunk 1 scored as with BOS";
+}
+
 // What cannot be scored is refused, naming the sizes.
 TEST(PerplexityCheck, RefusesWhatCannotBeScored) {
   const std::unique_ptr<Program> program = testing::CompileTestModel("stories260K");
@@ -152,6 +185,13 @@ TEST(PerplexityCheck, RefusesWhatCannotBeScored) {
   options.whole = true;
   EXPECT_EQ(Perplexity(*ex, std::vector<int32_t>(1, 5), options).status().code(),
             absl::StatusCode::kInvalidArgument);
+  options = {};
+  options.context = 64;
+  std::vector<int32_t> bad = ids;
+  bad[70] = static_cast<int32_t>(ex->n_vocab());
+  r = Perplexity(*ex, bad, options);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("outside the model's vocabulary"), std::string::npos) << r.status();
   // --chunks caps the chunks evaluated.
   options = {};
   options.context = 64;

@@ -18,8 +18,9 @@ namespace kiln::cli {
 int RunPerplexity(int argc, char** argv) {
   ArgParser args("perplexity",
                  "Measures a model's perplexity on a text as llama.cpp's llama-perplexity does: the text's tokens\n"
-                 "(with BOS) in chunks of -c tokens, each from an empty cache with BOS first, the second half of\n"
-                 "each chunk scored. Prints the running perplexity after each chunk and the final estimate.");
+                 "(with BOS where the model adds one) in chunks of -c tokens, each from an empty cache (with BOS\n"
+                 "first), the second half of each chunk scored. Prints the running perplexity after each chunk\n"
+                 "and the final estimate.");
   args.Positional("MODEL", "a .kiln artifact or a .gguf file")
       .Option("file", "FILE", "the text (-: standard input)", "", "-f")
       .Option("ctx-size", "N", "tokens a chunk (at most the model's context)", "512", "-c")
@@ -57,12 +58,12 @@ int RunPerplexity(int argc, char** argv) {
       LoadProgram(args.Get("MODEL"), {args.Get("quant"), args.Get("override"), args.Get("kv-type")}, args.Get("weights"));
   if (!program.ok()) return Fail("perplexity", std::string(program.status().message()));
   const Tokenizer& tok = *program->tokenizer;
-  const std::vector<int32_t> ids = tok.Encode(*text, {.add_special = true, .parse_special = false});
+  const std::vector<int32_t> ids = PerplexityTokens(tok, *text);
   PerplexityOptions options;
   options.whole = args.GetFlag("whole");
   options.context = options.whole ? static_cast<int64_t>(ids.size()) : *ctx;
   options.max_chunks = *chunks;
-  options.bos = tok.bos_id();
+  options.bos = PerplexityChunkBos(tok);
   const int64_t model_context = program->plan.pool.max_tokens;
   if (options.context > model_context) {
     return Fail("perplexity", absl::StrFormat("%s (%d tokens) exceeds the model's context of %d tokens%s",
