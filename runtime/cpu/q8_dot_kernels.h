@@ -65,19 +65,19 @@ struct DecodedRow {
 // scale lanes.
 template <class W>
 struct SuperBlockInPlace {
-  SuperBlockInPlace(const uint8_t* r, float* a) : row(r), adds(a) {}
+  KILN_Q8_TARGET SuperBlockInPlace(const uint8_t* r, float* a) : row(r), adds(a), table(_mm256_setzero_si256()) {}
   const uint8_t* row;
   float* adds;  // [subs]
-  mutable __m256i scale16[8];  // the super-block begun last
+  mutable __m256i table;  // the scales of the super-block begun last
   KILN_Q8_TARGET float Begin(int64_t g) const {
     float d;
-    W::SuperScales(row + g * W::kBytes, scale16, &d, adds + 8 * g);
+    table = W::ScaleTable(row + g * W::kBytes, &d, adds + 8 * g);
     return d;
   }
   KILN_Q8_TARGET void Get(int64_t j, __m256i* w, __m256i* u, __m256i* scale) const {
     *w = W::Codes(row + (j / 8) * W::kBytes, static_cast<int>(j % 8));
     *u = W::kSigned ? _mm256_abs_epi8(*w) : *w;
-    *scale = scale16[j % 8];
+    *scale = W::SubScale(table, static_cast<int>(j % 8));
   }
   const float* Adds() const { return adds; }
 };

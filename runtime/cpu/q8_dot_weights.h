@@ -5,7 +5,7 @@
 // q5_K, q6_K) supply their codes a sub-block at a time (Codes) and a
 // super-block's scales together: its sub-blocks' integer scales (one per 16
 // elements for q6_K) and float d for the AVX2 kernels, which weight the
-// integer sums by them before any conversion (SuperScales); the AVX-512
+// integer sums by them before any conversion (ScaleTable, SubScale); the AVX-512
 // kernels take q4_K / q5_K's as floats (BlockScalesK4). Signed codes go
 // through the sign trick (the byte multiply-add takes unsigned times signed:
 // |w| times x with w's sign). Included by the kernels' files
@@ -140,14 +140,20 @@ KILN_Q8_TARGET inline void BlockScalesK4(const uint8_t* b, float* mul, float* ad
   _mm256_storeu_ps(add, _mm256_mul_ps(_mm256_set1_ps(-avx2::LoadF16(b + 2)), BytesToFloats(m)));
 }
 
-// A q4_K / q5_K super-block's integer scales for the AVX2 kernels: sc[s] on
-// every int16 lane of scale16[s], d, and adds[s] = -dmin m[s].
-KILN_Q8_TARGET inline void SuperScalesK4(const uint8_t* b, __m256i scale16[8], float* d, float* adds) {
+// A q4_K / q5_K super-block's integer scales for the AVX2 kernels, as a
+// table SubScale reads sub-block s's from: sc[0..8) as int16 in both
+// 128-bit halves; d, and adds[s] = -dmin m[s].
+KILN_Q8_TARGET inline __m256i ScaleTableK4(const uint8_t* b, float* d, float* adds) {
   uint8_t sc[8], m[8];
   ScalesAndMinsK4(b + 4, sc, m);
-  for (int s = 0; s < 8; ++s) scale16[s] = _mm256_set1_epi16(sc[s]);
   *d = avx2::LoadF16(b);
   _mm256_storeu_ps(adds, _mm256_mul_ps(_mm256_set1_ps(-avx2::LoadF16(b + 2)), BytesToFloats(m)));
+  return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+}
+
+// Sub-block s's scale on every int16 lane: one byte shuffle of the table.
+KILN_Q8_TARGET inline __m256i SubScaleK4(__m256i table, int s) {
+  return _mm256_shuffle_epi8(table, _mm256_set1_epi16(static_cast<short>((2 * s + 1) << 8 | 2 * s)));
 }
 
 // q4_K (144 bytes): f16 d | f16 dmin | scales[12] | qs[128]; sub-block s is
@@ -157,9 +163,8 @@ struct Q4_KW {
   static constexpr int kBytes = 144, kSubs = 8;
   static constexpr bool kSigned = false, kHasAdd = true;
   KILN_Q8_TARGET static __m256i Codes(const uint8_t* b, int s) { return NibblePlane(b + 16 + 32 * (s / 2), s % 2); }
-  KILN_Q8_TARGET static void SuperScales(const uint8_t* b, __m256i scale16[8], float* d, float* adds) {
-    SuperScalesK4(b, scale16, d, adds);
-  }
+  KILN_Q8_TARGET static __m256i ScaleTable(const uint8_t* b, float* d, float* adds) { return ScaleTableK4(b, d, adds); }
+  KILN_Q8_TARGET static __m256i SubScale(__m256i table, int s) { return SubScaleK4(table, s); }
 };
 
 // q5_K (176 bytes): as q4_K with qh[32] before qs: bit s of qh[l] is bit 4
@@ -173,9 +178,8 @@ struct Q5_KW {
                                            _mm256_set1_epi8(0x10));
     return _mm256_or_si256(NibblePlane(b + 48 + 32 * (s / 2), s % 2), fifth);
   }
-  KILN_Q8_TARGET static void SuperScales(const uint8_t* b, __m256i scale16[8], float* d, float* adds) {
-    SuperScalesK4(b, scale16, d, adds);
-  }
+  KILN_Q8_TARGET static __m256i ScaleTable(const uint8_t* b, float* d, float* adds) { return ScaleTableK4(b, d, adds); }
+  KILN_Q8_TARGET static __m256i SubScale(__m256i table, int s) { return SubScaleK4(table, s); }
 };
 
 // q6_K (210 bytes): ql[128] | qh[64] | int8 scales[16] | f16 d. Sub-block s
@@ -193,14 +197,20 @@ struct Q6_KW {
                                           _mm256_set1_epi8(0x30));
     return _mm256_sub_epi8(_mm256_or_si256(low, high), _mm256_set1_epi8(32));
   }
-  // Sub-block s's two 16-element scales as int16 lanes (low half, high half), and d.
-  KILN_Q8_TARGET static void SuperScales(const uint8_t* b, __m256i scale16[8], float* d, float*) {
-    const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
-    for (int s = 0; s < 8; ++s) {
-      const int i = 8 * (s / 4) + 2 * (s % 4);
-      scale16[s] = _mm256_set_m128i(_mm_set1_epi16(sc[i + 1]), _mm_set1_epi16(sc[i]));
-    }
+  // The 16 int8 scales as int16 (lanes 0-7 in the low half, 8-15 in the
+  // high half), and d.
+  KILN_Q8_TARGET static __m256i ScaleTable(const uint8_t* b, float* d, float*) {
     *d = avx2::LoadF16(b + 208);
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
+  }
+  // Sub-block s's scales i = 8 (s / 4) + 2 (s % 4) (its elements 0-15) and
+  // i + 1 (16-31) on the int16 lanes of each half: the dword holding both
+  // everywhere, then each half's word of it.
+  KILN_Q8_TARGET static __m256i SubScale(__m256i table, int s) {
+    const int i = 8 * (s / 4) + 2 * (s % 4);
+    const __m256i pair = _mm256_permutevar8x32_epi32(table, _mm256_set1_epi32(i / 2));
+    return _mm256_shuffle_epi8(pair, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3,
+                                                      2, 3, 2, 3, 2, 3, 2, 3, 2, 3));
   }
 };
 
