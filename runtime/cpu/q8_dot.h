@@ -2,7 +2,9 @@
 // matmul are quantised once to int8 per 32 elements (per 256 for the
 // k-quants), x ~ d * q, and each weight row is multiplied into them with
 // AVX2's byte multiply-adds (vpmaddubsw), its own codes kept as integers
-// and its scales applied once per 32 elements. Several times fewer
+// and its scales applied once per 32 elements (on AVX2, the k-quants'
+// integer sub-block scales inside the integer sums and their float scale
+// once per 256). Several times fewer
 // instructions per weight than decoding to f32 (row_dot_avx2.h), for what
 // llama.cpp's CPU path also pays: the activations' rounding (relative error
 // ~1/254 of a group's largest value).

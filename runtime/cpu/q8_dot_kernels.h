@@ -24,6 +24,7 @@ namespace {
 // DecodedRow holds a row decoded once for every token of a prefill tile.
 template <class W>
 struct RowInPlace {
+  static_assert(W::kSubs == 1, "a legacy block is one sub-block");
   const uint8_t* row;
   float* adds;  // [subs]
   KILN_Q8_TARGET void Get(int64_t j, SubBlock* sb, __m256i* u) const {

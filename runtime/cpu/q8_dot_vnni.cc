@@ -1,7 +1,9 @@
 // The integer kernels of q8_dot_kernels.h on AVX-VNNI: vpdpbusd adds the
 // four byte products of each int32 lane in one instruction (AVX2 takes a
-// byte multiply-add and a word multiply-add). Chosen by q8_dot.cc where the
-// CPU has AVX-VNNI; the results are the same bits as AVX2's.
+// byte multiply-add and a word multiply-add), for the legacy types; the
+// k-quants take AVX2's byte and word multiply-adds, the word one by their
+// integer scales (q8_dot_kernels.h). Chosen by q8_dot.cc where the CPU has
+// AVX-VNNI; the results are the same bits as AVX2's.
 
 #include "runtime/cpu/q8_dot.h"
 

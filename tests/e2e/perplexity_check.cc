@@ -4,6 +4,7 @@
 // estimate with its error, and, for the whole text as one sequence, each
 // token's log-probability.
 #include <cmath>
+#include <optional>
 
 #include "gtest/gtest.h"
 #include "runtime/executor/perplexity.h"
