@@ -68,7 +68,7 @@ template <class W>
 struct SuperBlockInPlace {
   KILN_Q8_TARGET SuperBlockInPlace(const uint8_t* r, float* a) : row(r), adds(a), table(_mm256_setzero_si256()) {}
   const uint8_t* row;
-  float* adds;  // [subs]
+  float* adds;            // [subs]
   mutable __m256i table;  // the scales of the super-block begun last
   KILN_Q8_TARGET float Begin(int64_t g) const {
     float d;
@@ -138,8 +138,8 @@ KILN_Q8_TARGET void DotTileQ8(const Src& src, int64_t k, const Q8Rows& x, int64_
       const int64_t xt = (t0 + t) * subs + j;
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + (t0 + t) * k + 32 * j));
       const __m256i xs = W::kSigned ? _mm256_sign_epi8(xq, sb.w) : xq;
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(IntegerSums(u, xs)), _mm256_mul_ps(mul, _mm256_set1_ps(x.d[xt])),
-                               acc[t]);
+      acc[t] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(IntegerSums(u, xs)), _mm256_mul_ps(mul, _mm256_set1_ps(x.d[xt])), acc[t]);
     }
   }
   for (int t = 0; t < kTile; ++t) {

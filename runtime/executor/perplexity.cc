@@ -50,9 +50,9 @@ absl::StatusOr<PerplexityResult> Perplexity(Executor& executor, std::span<const 
   }
   int64_t chunks = options.whole ? 1 : n_tokens / context;
   if (chunks == 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the text has %d tokens, fewer than one chunk of %d: give a longer text or a smaller context", n_tokens,
-        context));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("the text has %d tokens, fewer than one chunk of %d: give a longer text or a smaller context",
+                        n_tokens, context));
   }
   if (options.max_chunks > 0) chunks = std::min(chunks, options.max_chunks);
   // llama-perplexity scores a chunk's second half only: its first positions

@@ -28,9 +28,9 @@ struct PerplexityOptions {
 };
 
 struct PerplexityResult {
-  int64_t tokens = 0;   // of the text
-  int64_t chunks = 0;   // evaluated (1 with `whole`)
-  int64_t scored = 0;   // predictions scored
+  int64_t tokens = 0;               // of the text
+  int64_t chunks = 0;               // evaluated (1 with `whole`)
+  int64_t scored = 0;               // predictions scored
   std::vector<double> running_ppl;  // after each chunk: exp(mean NLL so far)
   double mean_nll = 0;
   double ppl = 0;        // exp(mean_nll)

@@ -79,8 +79,8 @@ TEST(KilnPerplexity, VulkanGivesTheSameFigures) {
   KILN_REQUIRE_TESTDATA(text, "golden/perplexity/text_a.txt");
   const testing::CommandResult r = RunKiln("perplexity " + Quote(model.string()) + " -f " + Quote(text.string()) +
                                            " -c 128 --chunks 2 --backend vulkan --output-format json");
-  if (r.exit_code != 0 && (r.output.find("no Vulkan") != std::string::npos ||
-                           r.output.find("libvulkan") != std::string::npos)) {
+  if (r.exit_code != 0 &&
+      (r.output.find("no Vulkan") != std::string::npos || r.output.find("libvulkan") != std::string::npos)) {
     GTEST_SKIP() << "no Vulkan device: " << r.output;
   }
   ASSERT_EQ(r.exit_code, 0) << r.output;

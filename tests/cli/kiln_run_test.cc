@@ -96,8 +96,8 @@ TEST(KilnRun, Int8KernelNamedByTheEnvironment) {
   for (const char* kernel : {"avx2", "avx-vnni", "avx512-vnni"}) {
     SCOPED_TRACE(kernel);
     const testing::ScopedEnv env("KILN_CPU_INT8_KERNEL", kernel);
-    const testing::CommandResult r = RunKiln("run " + Quote(model.string()) + " -p " + Quote(prompt) +
-                                             " -n 32 --temp 0 --output-format json");
+    const testing::CommandResult r =
+        RunKiln("run " + Quote(model.string()) + " -p " + Quote(prompt) + " -n 32 --temp 0 --output-format json");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     absl::StatusOr<JsonValue> j = JsonLine(r.output);
     ASSERT_TRUE(j.ok()) << r.output;

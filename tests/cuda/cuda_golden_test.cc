@@ -256,8 +256,8 @@ TEST_F(CudaGolden, PerplexityAsLlamaPerplexity) {
     ASSERT_TRUE(g512.ok() && c512.ok()) << g512.status() << c512.status();
     EXPECT_EQ(g512->scored, 255);
     EXPECT_LE(std::fabs(g512->ppl - c512->ppl) / c512->ppl, bound) << g512->ppl << " against " << c512->ppl;
-    std::printf("%s: PPL -c 128 %.4f (llama.cpp %.4f); -c 512 %.4f (CPU %.4f)\n", tag, r->ppl, want.back(),
-                g512->ppl, c512->ppl);
+    std::printf("%s: PPL -c 128 %.4f (llama.cpp %.4f); -c 512 %.4f (CPU %.4f)\n", tag, r->ppl, want.back(), g512->ppl,
+                c512->ppl);
     ++checked;
   }
   if (checked == 0) GTEST_SKIP() << "no artifacts or perplexity goldens";

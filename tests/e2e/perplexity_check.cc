@@ -16,10 +16,10 @@ namespace kiln {
 namespace {
 
 struct PerplexityGolden {
-  std::vector<int32_t> ids;           // the text with BOS, as llama.cpp tokenised it
-  std::vector<double> running;        // llama-perplexity -c 128, 4 decimals
-  double final_error = 0;             // its "+/-"
-  std::vector<double> logprobs;       // whole text, one sequence
+  std::vector<int32_t> ids;      // the text with BOS, as llama.cpp tokenised it
+  std::vector<double> running;   // llama-perplexity -c 128, 4 decimals
+  double final_error = 0;        // its "+/-"
+  std::vector<double> logprobs;  // whole text, one sequence
   double mean_nll = 0;
 };
 
@@ -73,11 +73,10 @@ TEST(PerplexityCheck, ChunksAsLlamaPerplexity) {
     options.context = 128;
     options.bos = g->ids.front();
     std::vector<double> seen;
-    absl::StatusOr<PerplexityResult> r =
-        Perplexity(*ex, g->ids, options, [&](int64_t chunk, double ppl) {
-          EXPECT_EQ(chunk, static_cast<int64_t>(seen.size()));
-          seen.push_back(ppl);
-        });
+    absl::StatusOr<PerplexityResult> r = Perplexity(*ex, g->ids, options, [&](int64_t chunk, double ppl) {
+      EXPECT_EQ(chunk, static_cast<int64_t>(seen.size()));
+      seen.push_back(ppl);
+    });
     ASSERT_TRUE(r.ok()) << r.status();
     // floor(793 / 128) = 6 chunks, positions 64..126 of each scored.
     EXPECT_EQ(r->tokens, 793);
@@ -122,8 +121,8 @@ TEST(PerplexityCheck, WholeTextTokenLogprobsAsTheGolden) {
     }
     EXPECT_LE(worst, b.logprob);
     EXPECT_LE(std::fabs(r->mean_nll - g->mean_nll), b.mean_nll) << r->mean_nll << " against " << g->mean_nll;
-    std::printf("[ measure  ] %-20s whole text: mean NLL %.6f (golden %.6f), worst token |ln p - golden| %.1e\n",
-                b.tag, r->mean_nll, g->mean_nll, worst);
+    std::printf("[ measure  ] %-20s whole text: mean NLL %.6f (golden %.6f), worst token |ln p - golden| %.1e\n", b.tag,
+                r->mean_nll, g->mean_nll, worst);
     ++models;
   }
   if (models == 0) GTEST_SKIP() << "no perplexity goldens under " << testing::TestDataDir();
@@ -184,8 +183,7 @@ TEST(PerplexityCheck, RefusesWhatCannotBeScored) {
   EXPECT_EQ(Perplexity(*ex, ids, options).status().code(), absl::StatusCode::kOutOfRange);
   options = {};
   options.whole = true;
-  EXPECT_EQ(Perplexity(*ex, std::vector<int32_t>(1, 5), options).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Perplexity(*ex, std::vector<int32_t>(1, 5), options).status().code(), absl::StatusCode::kInvalidArgument);
   options = {};
   options.context = 64;
   std::vector<int32_t> bad = ids;

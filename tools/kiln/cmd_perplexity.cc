@@ -54,8 +54,8 @@ int RunPerplexity(int argc, char** argv) {
   absl::StatusOr<std::string> text = ReadInputFile(args.Get("file"), "text file");
   if (!text.ok()) return Fail("perplexity", std::string(text.status().message()));
 
-  absl::StatusOr<Program> program =
-      LoadProgram(args.Get("MODEL"), {args.Get("quant"), args.Get("override"), args.Get("kv-type")}, args.Get("weights"));
+  absl::StatusOr<Program> program = LoadProgram(
+      args.Get("MODEL"), {args.Get("quant"), args.Get("override"), args.Get("kv-type")}, args.Get("weights"));
   if (!program.ok()) return Fail("perplexity", std::string(program.status().message()));
   const Tokenizer& tok = *program->tokenizer;
   const std::vector<int32_t> ids = PerplexityTokens(tok, *text);
@@ -75,8 +75,8 @@ int RunPerplexity(int argc, char** argv) {
   exec_options.backend = args.Get("backend");
   exec_options.device = static_cast<int>(*device);
   exec_options.threads = static_cast<int>(*threads);
-  exec_options.num_pages = (std::max<int64_t>(options.context, 1) + program->plan.pool.page_size - 1) /
-                           program->plan.pool.page_size;
+  exec_options.num_pages =
+      (std::max<int64_t>(options.context, 1) + program->plan.pool.page_size - 1) / program->plan.pool.page_size;
   absl::StatusOr<SelectedBackend> selected = StartBackend(*program, exec_options);
   if (!selected.ok()) return Fail("perplexity", std::string(selected.status().message()));
   Executor& executor = *selected->executor;
