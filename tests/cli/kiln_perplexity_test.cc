@@ -7,26 +7,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/util/json.h"
+#include "tests/cli/json_line.h"
 #include "tests/test_support.h"
 
 namespace kiln {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::JsonLine;
 using testing::Quote;
 using testing::RunKiln;
-
-// The one line of JSON in a command's output (stderr carries progress lines).
-absl::StatusOr<JsonValue> JsonLine(const std::string& output) {
-  for (size_t start = 0; start < output.size();) {
-    const size_t end = output.find('\n', start);
-    const std::string line = output.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (!line.empty() && line[0] == '{') return ParseJson(line);
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return absl::NotFoundError("no JSON line in the output");
-}
 
 // llama-perplexity -c 128 on stories260K: 6 chunks, final 3.5407 +/- 0.26493
 // (ppl_stories260K.json); kiln's f32 path gives its figures to the printed

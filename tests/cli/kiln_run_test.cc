@@ -6,12 +6,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/util/json.h"
+#include "tests/cli/json_line.h"
 #include "tests/test_support.h"
 
 namespace kiln {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::JsonLine;
 using testing::Quote;
 using testing::RunKiln;
 
@@ -20,19 +22,6 @@ std::vector<int64_t> Ints(const JsonValue* a) {
   if (a == nullptr || !a->is_array()) return out;
   for (const JsonValue& v : a->array()) out.push_back(v.int_value().value_or(-1));
   return out;
-}
-
-// The one line of JSON in a command's output (stderr carries progress lines).
-absl::StatusOr<JsonValue> JsonLine(const std::string& output) {
-  size_t start = 0;
-  while (start < output.size()) {
-    const size_t end = output.find('\n', start);
-    const std::string line = output.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (!line.empty() && line[0] == '{') return ParseJson(line);
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return absl::NotFoundError("no JSON line in the output");
 }
 
 JsonValue ReadJsonOrDie(const std::filesystem::path& path) {

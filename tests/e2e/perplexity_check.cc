@@ -41,6 +41,20 @@ std::optional<PerplexityGolden> ReadPerplexityGolden(const std::string& tag) {
   return g;
 }
 
+// A model's perplexity golden and its program compiled in memory; nullopt
+// where either is missing.
+struct PerplexityCase {
+  PerplexityGolden golden;
+  std::unique_ptr<Program> program;
+};
+
+std::optional<PerplexityCase> LoadCase(const std::string& tag) {
+  std::optional<PerplexityGolden> g = ReadPerplexityGolden(tag);
+  std::unique_ptr<Program> program = g ? testing::CompileTestModel(tag) : nullptr;
+  if (program == nullptr) return std::nullopt;
+  return PerplexityCase{*std::move(g), std::move(program)};
+}
+
 // Bounds by model (running, final and error relative; log-probabilities and
 // mean NLL absolute): f32 and f16 weights multiply as llama.cpp's CPU path
 // does (its 4 printed decimals; whole text: worst token 3.4e-5 f32, 7.8e-3
@@ -64,10 +78,10 @@ TEST(PerplexityCheck, ChunksAsLlamaPerplexity) {
   int models = 0;
   for (const Bounds& b : kBounds) {
     SCOPED_TRACE(b.tag);
-    const std::optional<PerplexityGolden> g = ReadPerplexityGolden(b.tag);
-    const std::unique_ptr<Program> program = g ? testing::CompileTestModel(b.tag) : nullptr;
-    if (program == nullptr) continue;
-    const std::unique_ptr<CpuExecutor> ex = testing::MakeExecutor(*program, 128);
+    const std::optional<PerplexityCase> c = LoadCase(b.tag);
+    if (!c) continue;
+    const PerplexityGolden* g = &c->golden;
+    const std::unique_ptr<CpuExecutor> ex = testing::MakeExecutor(*c->program, 128);
     ASSERT_NE(ex, nullptr);
     PerplexityOptions options;
     options.context = 128;
@@ -104,10 +118,10 @@ TEST(PerplexityCheck, WholeTextTokenLogprobsAsTheGolden) {
   int models = 0;
   for (const Bounds& b : kBounds) {
     SCOPED_TRACE(b.tag);
-    const std::optional<PerplexityGolden> g = ReadPerplexityGolden(b.tag);
-    const std::unique_ptr<Program> program = g ? testing::CompileTestModel(b.tag) : nullptr;
-    if (program == nullptr) continue;
-    const std::unique_ptr<CpuExecutor> ex = testing::MakeExecutor(*program, static_cast<int64_t>(g->ids.size()));
+    const std::optional<PerplexityCase> c = LoadCase(b.tag);
+    if (!c) continue;
+    const PerplexityGolden* g = &c->golden;
+    const std::unique_ptr<CpuExecutor> ex = testing::MakeExecutor(*c->program, static_cast<int64_t>(g->ids.size()));
     ASSERT_NE(ex, nullptr);
     PerplexityOptions options;
     options.whole = true;

@@ -25,15 +25,8 @@ int RunPerplexity(int argc, char** argv) {
       .Option("file", "FILE", "the text (-: standard input)", "", "-f")
       .Option("ctx-size", "N", "tokens a chunk (at most the model's context)", "512", "-c")
       .Option("chunks", "N", "evaluate at most N chunks (0: all)", "0")
-      .Flag("whole", "the whole text as one sequence, every position scored (it must fit the model's context)")
-      .Option("quant", "TYPE", "when compiling a GGUF: weight storage policy (as kiln compile --quant)")
-      .Option("override", "LIST", "when compiling a GGUF: per-tensor storage, NAME_SUBSTRING=TYPE,...")
-      .Option("kv-type", "TYPE", "when compiling a GGUF: KV cache element type, f32 | f16")
-      .Option("threads", "N", "CPU threads (0: all cores)", "0")
-      .Option("backend", "NAME", "auto (the fastest present: cuda, vulkan, then cpu) | cpu | cuda | vulkan", "auto")
-      .Option("device", "N", "GPU index for the cuda and vulkan backends", "0")
-      .Option("weights", "FILE", "for a program-only artifact: the model file to bind the weights from")
-      .Option("output-format", "FORMAT", "text or json (one object at the end)", "text");
+      .Flag("whole", "the whole text as one sequence, every position scored (it must fit the model's context)");
+  AddModelOptions(args).Option("output-format", "FORMAT", "text or json (one object at the end)", "text");
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("perplexity", std::string(s.message()));
   if (args.help_requested()) {
     std::printf("%s", args.Help().c_str());

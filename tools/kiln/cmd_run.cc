@@ -49,14 +49,8 @@ int RunRun(int argc, char** argv) {
       .Flag("interactive",
             "chat with the model: each line of standard input is a user message, answered with the whole "
             "conversation so far (the oldest exchanges dropped when it outgrows the context); /exit or the end of "
-            "input ends it")
-      .Option("quant", "TYPE", "when compiling a GGUF: weight storage policy (as kiln compile --quant)")
-      .Option("override", "LIST", "when compiling a GGUF: per-tensor storage, NAME_SUBSTRING=TYPE,...")
-      .Option("kv-type", "TYPE", "when compiling a GGUF: KV cache element type, f32 | f16 (as kiln compile --kv-type)")
-      .Option("threads", "N", "CPU threads (0: all cores)", "0")
-      .Option("backend", "NAME", "auto (the fastest present: cuda, vulkan, then cpu) | cpu | cuda | vulkan", "auto")
-      .Option("device", "N", "GPU index for the cuda and vulkan backends", "0")
-      .Option("weights", "FILE", "for a program-only artifact: the model file to bind the weights from")
+            "input ends it");
+  AddModelOptions(args)
       .Option("output-format", "FORMAT", "text (streamed) or json (one object at the end)", "text")
       .Flag("ignore-eos", "keep generating after an end-of-generation token")
       .Option("draft", "MODEL", "speculative decoding with this smaller model (same vocabulary) as the draft")

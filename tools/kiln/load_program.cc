@@ -62,4 +62,14 @@ absl::StatusOr<Program> LoadProgram(const std::string& model, const CompileChoic
   return LoadGgufProgram(model, *plan);
 }
 
+ArgParser& AddModelOptions(ArgParser& args) {
+  return args.Option("quant", "TYPE", "when compiling a GGUF: weight storage policy (as kiln compile --quant)")
+      .Option("override", "LIST", "when compiling a GGUF: per-tensor storage, NAME_SUBSTRING=TYPE,...")
+      .Option("kv-type", "TYPE", "when compiling a GGUF: KV cache element type, f32 | f16 (as kiln compile --kv-type)")
+      .Option("threads", "N", "CPU threads (0: all cores)", "0")
+      .Option("backend", "NAME", "auto (the fastest present: cuda, vulkan, then cpu) | cpu | cuda | vulkan", "auto")
+      .Option("device", "N", "GPU index for the cuda and vulkan backends", "0")
+      .Option("weights", "FILE", "for a program-only artifact: the model file to bind the weights from");
+}
+
 }  // namespace kiln::cli

@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/backend/backend.h"
 #include "runtime/executor/program.h"
+#include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
 
 namespace kiln::cli {
@@ -17,6 +18,11 @@ namespace kiln::cli {
 // `weights` is the model file a program-only artifact binds its weights from.
 absl::StatusOr<Program> LoadProgram(const std::string& model, const CompileChoices& choices = {},
                                     const std::string& weights = "");
+
+// Adds the options of a command that runs a model (run, perplexity):
+// --quant, --override and --kv-type for a GGUF compiled in memory, then
+// --threads, --backend, --device and --weights.
+ArgParser& AddModelOptions(ArgParser& args);
 
 // Starts the backend for `program` (CreateExecutor). A model compiled in
 // memory gets the kernels of the GPU backend that starts compiled here too,
