@@ -33,6 +33,7 @@ TEST(KilnPerplexity, ChunksOfTheTextAsLlamaPerplexity) {
   const testing::CommandResult t = RunKiln(base + " --backend cpu");
   ASSERT_EQ(t.exit_code, 0) << t.output;
   EXPECT_THAT(t.output, HasSubstr("793 tokens, 6 chunks of 128, scoring positions 64..126"));
+  EXPECT_THAT(t.output, HasSubstr(" s a chunk, ETA "));
   EXPECT_THAT(t.output, HasSubstr("[1]3.2864,[2]3.4186,[3]3.2541,[4]3.3207,[5]3.5095,[6]3.5407,"));
   EXPECT_THAT(t.output, HasSubstr("Final estimate: PPL = 3.5407 +/- 0.26493"));
 

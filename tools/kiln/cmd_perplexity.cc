@@ -2,6 +2,7 @@
 // llama.cpp's llama-perplexity does (runtime/executor/perplexity.h), so that
 // a model compiled with kiln's quantisation compares with the same file in
 // llama.cpp and with its own f16 form.
+#include <chrono>
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
@@ -76,15 +77,22 @@ int RunPerplexity(int argc, char** argv) {
   if (!selected->reason.empty()) {
     std::fprintf(stderr, "kiln: backend %s (%s)\n", executor.Describe().c_str(), selected->reason.c_str());
   }
+  int64_t chunks_to_run = 1;
   if (!options.whole) {
     const int64_t all = static_cast<int64_t>(ids.size()) / std::max<int64_t>(options.context, 1);
+    chunks_to_run = options.max_chunks > 0 ? std::min(all, options.max_chunks) : all;
     std::fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld, scoring positions %lld..%lld of each\n",
-                 ids.size(), static_cast<long long>(options.max_chunks > 0 ? std::min(all, options.max_chunks) : all),
-                 static_cast<long long>(options.context), static_cast<long long>(options.context / 2),
-                 static_cast<long long>(options.context - 2));
+                 ids.size(), static_cast<long long>(chunks_to_run), static_cast<long long>(options.context),
+                 static_cast<long long>(options.context / 2), static_cast<long long>(options.context - 2));
   }
   const bool text_out = format == "text";
+  const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<PerplexityResult> r = Perplexity(executor, ids, options, [&](int64_t chunk, double running) {
+    if (chunk == 0 && chunks_to_run > 1) {  // long runs: say how long, as llama-perplexity does
+      const double per_chunk = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "perplexity: %.2f s a chunk, ETA %.1f min\n", per_chunk,
+                   per_chunk * static_cast<double>(chunks_to_run - 1) / 60.0);
+    }
     if (!text_out) return;
     std::printf("[%lld]%.4f,", static_cast<long long>(chunk + 1), running);
     std::fflush(stdout);
