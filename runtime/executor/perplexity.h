@@ -49,6 +49,25 @@ absl::StatusOr<PerplexityResult> Perplexity(Executor& executor, std::span<const 
                                             const PerplexityOptions& options,
                                             const std::function<void(int64_t, double)>& on_chunk = nullptr);
 
+// The reference model's and the tested model's perplexities over the same
+// chunks, and how far the tested model's next-token distributions are from
+// the reference's at each scored position (as llama-perplexity's
+// --kl-divergence): a finer measure of what quantisation costs than the
+// perplexities' difference.
+struct KlDivergenceResult {
+  PerplexityResult reference, test;
+  double mean_kld = 0;   // mean over scored positions of KL(reference || test), nats
+  double kld_error = 0;  // its standard error
+  double same_top = 0;   // fraction of scored positions whose most likely token the two share
+};
+
+// Both executors run every chunk (same options and checks as Perplexity);
+// their vocabularies must have the same size. `on_chunk` sees each chunk's
+// index and the tested model's running perplexity.
+absl::StatusOr<KlDivergenceResult> KlDivergence(Executor& reference, Executor& test, std::span<const int32_t> ids,
+                                                const PerplexityOptions& options,
+                                                const std::function<void(int64_t, double)>& on_chunk = nullptr);
+
 // A text's tokens as llama-perplexity takes them: the vocabulary's BOS first
 // where it adds one, control-token text read as plain text.
 std::vector<int32_t> PerplexityTokens(const Tokenizer& tokenizer, std::string_view text);
@@ -56,6 +75,9 @@ std::vector<int32_t> PerplexityTokens(const Tokenizer& tokenizer, std::string_vi
 // What each chunk's first token becomes (PerplexityOptions::bos): BOS where
 // the vocabulary adds one, else -1 (kept; Qwen's vocabularies add none).
 int32_t PerplexityChunkBos(const Tokenizer& tokenizer);
+
+// ln softmax(logits) into out (same size), in double.
+void LogSoftmax(std::span<const float> logits, std::span<double> out);
 
 // ln softmax(logits)[token] over n logits: the largest subtracted first, the
 // exponentials summed in double.

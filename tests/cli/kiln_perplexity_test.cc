@@ -85,6 +85,30 @@ TEST(KilnPerplexity, VulkanGivesTheSameFigures) {
   EXPECT_NEAR(got[1].number(), 3.4186, 2e-4);
 }
 
+// --reference: a model against itself is 0 nats and the same top token
+// everywhere; the JSON carries both perplexities.
+TEST(KilnPerplexity, ReferenceModelGivesTheKlDivergence) {
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  KILN_REQUIRE_TESTDATA(q4, "models/stories260K-q4_0-mix.gguf");
+  KILN_REQUIRE_TESTDATA(text, "golden/perplexity/text_a.txt");
+  const std::string base = " -f " + Quote(text.string()) + " -c 128 --backend cpu --reference " + Quote(model.string());
+  const testing::CommandResult self = RunKiln("perplexity " + Quote(model.string()) + base);
+  ASSERT_EQ(self.exit_code, 0) << self.output;
+  EXPECT_THAT(self.output, HasSubstr("Reference:      PPL = 3.5407 +/- 0.26493"));
+  EXPECT_THAT(self.output, HasSubstr("Mean KLD: 0.000000 +/- 0.000000"));
+  EXPECT_THAT(self.output, HasSubstr("Same top: 100.000 %"));
+
+  const testing::CommandResult j = RunKiln("perplexity " + Quote(q4.string()) + base + " --output-format json");
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  absl::StatusOr<JsonValue> out = JsonLine(j.output);
+  ASSERT_TRUE(out.ok()) << j.output;
+  EXPECT_NEAR(out->Find("ppl")->number(), 3.6920, 1e-3);  // llama-perplexity's 3.6920 for this file
+  EXPECT_NEAR(out->Find("reference_ppl")->number(), 3.5407, 1e-4);
+  EXPECT_NEAR(out->Find("mean_kld")->number(), 0.0689, 0.01);  // llama.cpp: 0.068853 (PerplexityCheck)
+  EXPECT_GT(out->Find("kld_error")->number(), 0);
+  EXPECT_NEAR(out->Find("same_top")->number(), 0.865, 0.04);
+}
+
 TEST(KilnPerplexity, RefusesWhatCannotBeScored) {
   KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
   KILN_REQUIRE_TESTDATA(text, "golden/perplexity/text_a.txt");
@@ -101,6 +125,9 @@ TEST(KilnPerplexity, RefusesWhatCannotBeScored) {
       {m + f + " --chunks -1", "--chunks must be 0 (all) or more"},
       {m + f + " --output-format xml", "--output-format takes text or json"},
       {m + " -f /nonexistent/text.txt", "cannot read the text file"},
+      {m + f + " -c 128 --reference " + Quote(testing::TestDataFile("models/llama-2-tiny-random.gguf").string()),
+       "the reference's vocabulary (32000 tokens) differs from the model's (512 tokens)"},
+      {m + f + " --reference /nonexistent.gguf", "reference: "},
   };
   for (const Case& c : cases) {
     const testing::CommandResult r = RunKiln(c.args);

@@ -142,6 +142,60 @@ TEST(PerplexityCheck, WholeTextTokenLogprobsAsTheGolden) {
   if (models == 0) GTEST_SKIP() << "no perplexity goldens under " << testing::TestDataDir();
 }
 
+// KL divergence from stories260K (f32) of each file's next-token
+// distributions, against llama.cpp 0c1e570's `llama-perplexity -c 128 -b 128
+// -t 1 -ctk f32 -ctv f32 --kl-divergence-base` (on stories260K) then
+// `--kl-divergence` (on each file), run on the development machine in
+// session 49 (docs/perplexity.md): mean KLD 0.000003 (f16), 0.000626 +/-
+// 0.000034 (q8_0-mix), 0.068853 +/- 0.004702 (q4_0-mix); same top 100%,
+// 98.677 +/- 0.588%, 86.508 +/- 1.760%. kiln's must lie within two of
+// llama.cpp's standard errors (the files' activations are rounded to int8
+// otherwise than llama.cpp's), and each model's perplexity is exactly what
+// Perplexity gives it alone. A model against itself: 0 and 100%.
+TEST(PerplexityCheck, KlDivergenceAsLlamaPerplexity) {
+  const std::optional<PerplexityCase> base = LoadCase("stories260K");
+  if (!base) GTEST_SKIP() << "no stories260K perplexity golden under " << testing::TestDataDir();
+  const std::unique_ptr<CpuExecutor> ref = testing::MakeExecutor(*base->program, 128);
+  ASSERT_NE(ref, nullptr);
+  PerplexityOptions options;
+  options.context = 128;
+  options.bos = base->golden.ids.front();
+  const std::vector<int32_t>& ids = base->golden.ids;
+  {
+    const std::unique_ptr<CpuExecutor> same = testing::MakeExecutor(*base->program, 128);
+    absl::StatusOr<KlDivergenceResult> k = KlDivergence(*ref, *same, ids, options);
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_EQ(k->mean_kld, 0.0);
+    EXPECT_EQ(k->same_top, 1.0);
+    EXPECT_EQ(k->test.scored, 6 * 63);
+  }
+  struct Peer {
+    const char* tag;
+    double kld, kld_error, same_top, same_top_error;
+  };
+  for (const Peer& peer : {Peer{"stories260K-f16", 0.000003, 0.000001, 1.0, 0.0},
+                           Peer{"stories260K-q8_0-mix", 0.000626, 0.000034, 0.98677, 0.00588},
+                           Peer{"stories260K-q4_0-mix", 0.068853, 0.004702, 0.86508, 0.01760}}) {
+    SCOPED_TRACE(peer.tag);
+    const std::unique_ptr<Program> program = testing::CompileTestModel(peer.tag);
+    if (program == nullptr) continue;
+    const std::unique_ptr<CpuExecutor> test = testing::MakeExecutor(*program, 128);
+    ASSERT_NE(test, nullptr);
+    absl::StatusOr<KlDivergenceResult> k = KlDivergence(*ref, *test, ids, options);
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_NEAR(k->mean_kld, peer.kld, 2 * peer.kld_error + 2e-6);
+    // One position in 378 is 0.26%: f16 may flip a near tie.
+    EXPECT_NEAR(k->same_top, peer.same_top, 2 * peer.same_top_error + 0.003);
+    absl::StatusOr<PerplexityResult> alone = Perplexity(*test, ids, options);
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    EXPECT_EQ(k->test.running_ppl, alone->running_ppl);
+    EXPECT_EQ(k->test.ppl, alone->ppl);
+    EXPECT_EQ(k->reference.ppl, Perplexity(*ref, ids, options)->ppl);
+    std::printf("[ measure  ] %-20s KLD %.6f +/- %.6f (llama.cpp %.6f), same top %.3f%% (llama.cpp %.3f%%)\n", peer.tag,
+                k->mean_kld, k->kld_error, peer.kld, 100 * k->same_top, 100 * peer.same_top);
+  }
+}
+
 // The text's tokens and each chunk's first token follow the vocabulary, as
 // llama-perplexity's: stories260K adds BOS (the golden's 793 tokens); the
 // same vocabulary without it (as Qwen's) gets no BOS in front and keeps

@@ -4,7 +4,10 @@
 // llama.cpp and with its own f16 form.
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/backend/backend.h"
 #include "runtime/executor/perplexity.h"
@@ -26,7 +29,11 @@ int RunPerplexity(int argc, char** argv) {
       .Option("file", "FILE", "the text (-: standard input)", "", "-f")
       .Option("ctx-size", "N", "tokens a chunk (at most the model's context)", "512", "-c")
       .Option("chunks", "N", "evaluate at most N chunks (0: all)", "0")
-      .Flag("whole", "the whole text as one sequence, every position scored (it must fit the model's context)");
+      .Flag("whole", "the whole text as one sequence, every position scored (it must fit the model's context)")
+      .Option("reference", "MODEL",
+              "also run this model (same vocabulary; e.g. MODEL's f16 form) and report the mean KL divergence of "
+              "MODEL's next-token distributions from its, and how often their most likely tokens agree")
+      .Option("reference-weights", "FILE", "for a program-only reference artifact: the model file of its weights");
   AddModelOptions(args).Option("output-format", "FORMAT", "text or json (one object at the end)", "text");
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("perplexity", std::string(s.message()));
   if (args.help_requested()) {
@@ -77,6 +84,30 @@ int RunPerplexity(int argc, char** argv) {
   if (!selected->reason.empty()) {
     std::fprintf(stderr, "kiln: backend %s (%s)\n", executor.Describe().c_str(), selected->reason.c_str());
   }
+  absl::StatusOr<Program> reference_program = absl::NotFoundError("no reference");
+  std::unique_ptr<Executor> reference;
+  if (args.Has("reference")) {
+    reference_program = LoadProgram(args.Get("reference"), {}, args.Get("reference-weights"));
+    if (!reference_program.ok()) {
+      return Fail("perplexity", absl::StrCat("reference: ", reference_program.status().message()));
+    }
+    const Tokenizer& ref_tok = *reference_program->tokenizer;
+    bool same = ref_tok.vocab_size() == tok.vocab_size();
+    for (int32_t id = 0; same && id < tok.vocab_size(); ++id) same = tok.token_text(id) == ref_tok.token_text(id);
+    if (!same) {
+      return Fail("perplexity", absl::StrFormat("the reference's vocabulary (%d tokens) differs from the model's (%d "
+                                                "tokens): KL divergence compares distributions over one vocabulary",
+                                                ref_tok.vocab_size(), tok.vocab_size()));
+    }
+    // The reference runs on the model's backend (same device).
+    BackendOptions ref_options = exec_options;
+    ref_options.backend = executor.BackendName();
+    ref_options.num_pages = (std::max<int64_t>(options.context, 1) + reference_program->plan.pool.page_size - 1) /
+                            reference_program->plan.pool.page_size;
+    absl::StatusOr<SelectedBackend> r = StartBackend(*reference_program, ref_options);
+    if (!r.ok()) return Fail("perplexity", absl::StrCat("reference: ", r.status().message()));
+    reference = std::move(r->executor);
+  }
   int64_t chunks_to_run = 1;
   if (!options.whole) {
     const int64_t all = static_cast<int64_t>(ids.size()) / std::max<int64_t>(options.context, 1);
@@ -87,7 +118,7 @@ int RunPerplexity(int argc, char** argv) {
   }
   const bool text_out = format == "text";
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<PerplexityResult> r = Perplexity(executor, ids, options, [&](int64_t chunk, double running) {
+  auto on_chunk = [&](int64_t chunk, double running) {
     if (chunk == 0 && chunks_to_run > 1) {  // long runs: say how long, as llama-perplexity does
       const double per_chunk = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::fprintf(stderr, "perplexity: %.2f s a chunk, ETA %.1f min\n", per_chunk,
@@ -96,7 +127,20 @@ int RunPerplexity(int argc, char** argv) {
     if (!text_out) return;
     std::printf("[%lld]%.4f,", static_cast<long long>(chunk + 1), running);
     std::fflush(stdout);
-  });
+  };
+  absl::StatusOr<PerplexityResult> r = absl::UnknownError("not run");
+  std::optional<KlDivergenceResult> kld;
+  if (reference) {
+    absl::StatusOr<KlDivergenceResult> k = KlDivergence(*reference, executor, ids, options, on_chunk);
+    if (k.ok()) {
+      kld = *k;
+      r = k->test;
+    } else {
+      r = k.status();
+    }
+  } else {
+    r = Perplexity(executor, ids, options, on_chunk);
+  }
   if (!r.ok()) {
     if (text_out) std::printf("\n");
     return Fail("perplexity", std::string(r.status().message()));
@@ -104,6 +148,11 @@ int RunPerplexity(int argc, char** argv) {
   const double tps = static_cast<double>(r->chunks * options.context) / std::max(r->seconds, 1e-9);
   if (text_out) {
     std::printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", r->ppl, r->ppl_error);
+    if (kld) {
+      std::printf("Reference:      PPL = %.4f +/- %.5f\n", kld->reference.ppl, kld->reference.ppl_error);
+      std::printf("Mean KLD: %.6f +/- %.6f\n", kld->mean_kld, kld->kld_error);
+      std::printf("Same top: %.3f %%\n", 100 * kld->same_top);
+    }
     std::fflush(stdout);
     std::fprintf(stderr, "perplexity: %lld predictions scored in %.2f s (%.1f tokens/s) | backend: %s\n",
                  static_cast<long long>(r->scored), r->seconds, tps, executor.Describe().c_str());
@@ -120,6 +169,13 @@ int RunPerplexity(int argc, char** argv) {
   out.Set("mean_nll", JsonValue::Number(r->mean_nll));
   out.Set("ppl", JsonValue::Number(r->ppl));
   out.Set("ppl_error", JsonValue::Number(r->ppl_error));
+  if (kld) {
+    out.Set("reference_ppl", JsonValue::Number(kld->reference.ppl));
+    out.Set("reference_ppl_error", JsonValue::Number(kld->reference.ppl_error));
+    out.Set("mean_kld", JsonValue::Number(kld->mean_kld));
+    out.Set("kld_error", JsonValue::Number(kld->kld_error));
+    out.Set("same_top", JsonValue::Number(kld->same_top));
+  }
   out.Set("backend", JsonValue::String(executor.Describe()));
   out.Set("seconds", JsonValue::Number(r->seconds));
   out.Set("tokens_per_second", JsonValue::Number(tps));
