@@ -158,4 +158,12 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids, bool keep_special) c
   return out;
 }
 
+bool Tokenizer::SameVocabulary(const Tokenizer& other) const {
+  if (vocab_size() != other.vocab_size()) return false;
+  for (int32_t id = 0; id < vocab_size(); ++id) {
+    if (token_text(id) != other.token_text(id)) return false;
+  }
+  return true;
+}
+
 }  // namespace kiln

@@ -63,6 +63,9 @@ class Tokenizer {
   bool add_eos() const { return vocab_.spec().add_eos; }
   // The vocabulary text of a token ("▁Hello", "Ġworld", "<s>").
   const std::string& token_text(int32_t id) const { return vocab_.text(id); }
+  // The same tokens with the same texts, id for id (a draft model, or a
+  // reference for KL divergence, must share the vocabulary).
+  bool SameVocabulary(const Tokenizer& other) const;
   TokenType token_type(int32_t id) const { return vocab_.type(id); }
   // Whether generation stops at `id`: EOS and the end-of-turn tokens
   // llama.cpp recognises by their text (<|eot_id|>, <|im_end|>, ...).

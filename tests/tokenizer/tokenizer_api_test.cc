@@ -58,6 +58,22 @@ TEST(TokenizerApi, SentencePieceBasics) {
   EXPECT_EQ(tok.Decode(std::vector<int32_t>{403, 99999, -5, 407}), "Once upon");  // invalid ids skipped
 }
 
+// Two files of one model share the vocabulary id for id; another model's,
+// or one token renamed, do not.
+TEST(TokenizerApi, SameVocabularyIdForId) {
+  LOAD_TOKENIZER(f32, "models/stories260K.gguf");
+  LOAD_TOKENIZER(q4, "models/stories260K-q4_0-mix.gguf");
+  LOAD_TOKENIZER(other, "models/llama-2-tiny-random.gguf");
+  EXPECT_TRUE(f32.SameVocabulary(q4));
+  EXPECT_TRUE(q4.SameVocabulary(f32));
+  EXPECT_FALSE(f32.SameVocabulary(other));
+  VocabSpec spec = f32.spec();
+  spec.tokens[300] += "x";
+  absl::StatusOr<std::unique_ptr<Tokenizer>> renamed = Tokenizer::FromSpec(spec);
+  ASSERT_TRUE(renamed.ok()) << renamed.status();
+  EXPECT_FALSE(f32.SameVocabulary(**renamed));
+}
+
 TEST(TokenizerApi, SentencePieceParsesControlTokensOnlyWhenAsked) {
   LOAD_TOKENIZER(tok, "models/stories260K.gguf");
   const std::string text = "Hi<s>there</s>";

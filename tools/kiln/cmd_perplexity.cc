@@ -92,9 +92,7 @@ int RunPerplexity(int argc, char** argv) {
       return Fail("perplexity", absl::StrCat("reference: ", reference_program.status().message()));
     }
     const Tokenizer& ref_tok = *reference_program->tokenizer;
-    bool same = ref_tok.vocab_size() == tok.vocab_size();
-    for (int32_t id = 0; same && id < tok.vocab_size(); ++id) same = tok.token_text(id) == ref_tok.token_text(id);
-    if (!same) {
+    if (!tok.SameVocabulary(ref_tok)) {
       return Fail("perplexity", absl::StrFormat("the reference's vocabulary (%d tokens) differs from the model's (%d "
                                                 "tokens): KL divergence compares distributions over one vocabulary",
                                                 ref_tok.vocab_size(), tok.vocab_size()));

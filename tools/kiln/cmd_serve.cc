@@ -145,9 +145,7 @@ int RunServe(int argc, char** argv) {
   if (draft_program) {
     const Tokenizer& a = *program->tokenizer;
     const Tokenizer& b = *draft_program->tokenizer;
-    bool same = a.vocab_size() == b.vocab_size();
-    for (int32_t id = 0; same && id < a.vocab_size(); ++id) same = a.token_text(id) == b.token_text(id);
-    if (!same) {
+    if (!a.SameVocabulary(b)) {
       return Fail("serve", absl::StrFormat("the draft's vocabulary (%d tokens) differs from the target's (%d "
                                            "tokens): speculative decoding needs the same vocabulary",
                                            b.vocab_size(), a.vocab_size()));
