@@ -85,18 +85,21 @@ struct SuperBlockInPlace {
 
 template <class W>
 struct DecodedSuperBlocks {
-  std::vector<__m256i> w, u, scale16;  // per sub-block
+  std::vector<__m256i> w, u, scale16;  // per sub-block (w, the signed codes, for the sign only: kSigned)
   std::vector<float> d, add;           // per super-block, per sub-block
   KILN_Q8_TARGET void Decode(const uint8_t* row, int64_t subs) {
-    w.resize(subs);
+    if (W::kSigned) w.resize(subs);
     u.resize(subs);
     scale16.resize(subs);
     d.resize(subs / 8);
     add.resize(subs);
     const SuperBlockInPlace<W> in{row, add.data()};
+    __m256i unsigned_codes;  // the same as u: not kept
     for (int64_t g = 0; g < subs / 8; ++g) {
       d[g] = in.Begin(g);
-      for (int64_t j = 8 * g; j < 8 * g + 8; ++j) in.Get(j, &w[j], &u[j], &scale16[j]);
+      for (int64_t j = 8 * g; j < 8 * g + 8; ++j) {
+        in.Get(j, W::kSigned ? &w[j] : &unsigned_codes, &u[j], &scale16[j]);
+      }
     }
   }
   float Begin(int64_t g) const { return d[g]; }
