@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "runtime/cpu/q4k_row_groups.h"
 #include "runtime/cpu/q8_dot.h"
 #include "runtime/cpu/row_dot.h"
 
@@ -104,7 +105,23 @@ absl::Status Matmul(const float* x, int64_t tokens, const WeightMatrix& w, float
       QuantizeQ8(x + begin * k, end - begin, k, group, q + begin * k, d + begin * k / 32, s + begin * k / 32,
                  u + begin * supers, rs + begin * supers);
     });
-    pool.ParallelFor(n, RowGrain(n, k, tokens, pool.num_threads()), [&](int64_t begin, int64_t end) {
+    // Rows in groups of eight where the weight has them, the rest one by one.
+    const int64_t groups = w.row_groups != nullptr && HasQ4KRowGroupKernel() ? n / kQ4KGroupRows : 0;
+    if (groups > 0) {
+      const int64_t grain = std::max<int64_t>(1, RowGrain(n, k, tokens, pool.num_threads()) / kQ4KGroupRows);
+      pool.ParallelFor(groups, grain, [&](int64_t begin, int64_t end) {
+        for (int64_t t0 = 0; t0 < tokens; t0 += kQ8TokenTile) {
+          const int64_t tile = std::min(kQ8TokenTile, tokens - t0);
+          const Q8Rows xq{q + t0 * k, d + t0 * k / 32, s + t0 * k / 32, k, u + t0 * supers, rs + t0 * supers};
+          Q4KRowGroupsDot(w.row_groups + begin * Q4KRowGroupBytes(k), end - begin, k, xq, tile,
+                          y + t0 * n + kQ4KGroupRows * begin, n);
+        }
+      });
+    }
+    const int64_t first = groups * kQ4KGroupRows;
+    if (first == n) return absl::OkStatus();
+    pool.ParallelFor(n - first, RowGrain(n - first, k, tokens, pool.num_threads()), [&](int64_t b0, int64_t e0) {
+      const int64_t begin = first + b0, end = first + e0;
       for (int64_t t0 = 0; t0 < tokens; t0 += kQ8TokenTile) {
         const int64_t tile = std::min(kQ8TokenTile, tokens - t0);
         const Q8Rows xq{q + t0 * k, d + t0 * k / 32, s + t0 * k / 32, k, u + t0 * supers, rs + t0 * supers};

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include "runtime/cpu/elementwise.h"
 #include "runtime/cpu/matmul.h"
 #include "runtime/cpu/norm.h"
+#include "runtime/cpu/q4k_row_groups.h"
 #include "runtime/cpu/q8_dot.h"
 #include "runtime/cpu/rope.h"
 #include "runtime/cpu/rows.h"
@@ -59,6 +61,19 @@ void PrefaultWeights(const uint8_t* data, size_t bytes) {
 #endif
 }
 
+// Whether a weight's q4_K rows are read in groups of eight (the AVX-512
+// VNNI kernel's layout, streamed at the core's read limit; the int8 path
+// only). KILN_CPU_Q4K_ROW_GROUPS=0 keeps them one by one, to measure one
+// against the other.
+bool UseQ4KRowGroups(cpu::Activations activations, const cpu::WeightStorage& storage, int64_t rows, int64_t cols) {
+  static const bool allowed = [] {
+    const char* v = std::getenv("KILN_CPU_Q4K_ROW_GROUPS");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return allowed && activations == cpu::Activations::kInt8 && !storage.grouped && storage.ggml == GgmlType::kQ4_K &&
+         rows >= cpu::kQ4KGroupRows && cols % 256 == 0 && cpu::HasQ4KRowGroupKernel();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(Plan plan, const WeightSource& weights,
@@ -98,6 +113,13 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(Plan plan, cons
       b.storage = *want;
       b.data = src->data.data();
       PrefaultWeights(b.data, src->data.size());
+    }
+    if (w.shape.size() == 2 && UseQ4KRowGroups(options.activations, b.storage, b.rows, b.cols)) {
+      const int64_t groups = b.rows / cpu::kQ4KGroupRows;
+      b.row_groups.resize(groups * cpu::Q4KRowGroupBytes(b.cols));
+      ex->pool_.ParallelFor(groups, 64, [&](int64_t first, int64_t last) {
+        cpu::PackQ4KRowGroups(b.data, b.cols, first, last, b.row_groups.data());
+      });
     }
     ex->weights_.emplace(w.name, std::move(b));
   }
@@ -173,7 +195,9 @@ absl::Status CpuExecutor::RunLaunch(const PlanLaunch& l, const StepBatch& batch,
     auto it = weights_.find(b->name);
     return it == weights_.end() ? nullptr : &it->second;
   };
-  auto matrix = [](const BoundWeight& w) { return cpu::WeightMatrix{w.storage, w.data, w.rows, w.cols}; };
+  auto matrix = [](const BoundWeight& w) {
+    return cpu::WeightMatrix{w.storage, w.data, w.rows, w.cols, w.row_groups.empty() ? nullptr : w.row_groups.data()};
+  };
   // y = x W^T for `rows` token rows, with this executor's activations.
   auto matmul = [&](const float* x, int64_t rows, const BoundWeight& w, float* y) {
     return cpu::Matmul(x, rows, matrix(w), y, pool_, cpu::DetectCpuIsa(), activations_);
