@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "runtime/cpu/q4k_row_groups.h"
 #include "runtime/cpu/q8_dot.h"
+#include "runtime/cpu/row_groups.h"
 #include "runtime/cpu/row_dot.h"
 
 namespace kiln::cpu {
@@ -106,19 +106,20 @@ absl::Status Matmul(const float* x, int64_t tokens, const WeightMatrix& w, float
                  u + begin * supers, rs + begin * supers);
     });
     // Rows in groups of eight where the weight has them, the rest one by one.
-    const int64_t groups = w.row_groups != nullptr && HasQ4KRowGroupKernel() ? n / kQ4KGroupRows : 0;
+    const GgmlType type = w.storage.ggml;
+    const int64_t groups = w.row_groups != nullptr && HasRowGroupKernel(type) ? n / kRowGroupRows : 0;
     if (groups > 0) {
-      const int64_t grain = std::max<int64_t>(1, RowGrain(n, k, tokens, pool.num_threads()) / kQ4KGroupRows);
+      const int64_t grain = std::max<int64_t>(1, RowGrain(n, k, tokens, pool.num_threads()) / kRowGroupRows);
       pool.ParallelFor(groups, grain, [&](int64_t begin, int64_t end) {
         for (int64_t t0 = 0; t0 < tokens; t0 += kQ8TokenTile) {
           const int64_t tile = std::min(kQ8TokenTile, tokens - t0);
           const Q8Rows xq{q + t0 * k, d + t0 * k / 32, s + t0 * k / 32, k, u + t0 * supers, rs + t0 * supers};
-          Q4KRowGroupsDot(w.row_groups + begin * Q4KRowGroupBytes(k), end - begin, k, xq, tile,
-                          y + t0 * n + kQ4KGroupRows * begin, n);
+          RowGroupsDot(type, w.row_groups + begin * RowGroupBytes(type, k), end - begin, k, xq, tile,
+                       y + t0 * n + kRowGroupRows * begin, n);
         }
       });
     }
-    const int64_t first = groups * kQ4KGroupRows;
+    const int64_t first = groups * kRowGroupRows;
     if (first == n) return absl::OkStatus();
     pool.ParallelFor(n - first, RowGrain(n - first, k, tokens, pool.num_threads()), [&](int64_t b0, int64_t e0) {
       const int64_t begin = first + b0, end = first + e0;

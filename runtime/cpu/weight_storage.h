@@ -42,9 +42,9 @@ struct WeightMatrix {
   const uint8_t* data = nullptr;  // rows of storage.RowBytes(cols) bytes, back to back
   int64_t rows = 0;               // N: output features (or vocabulary entries)
   int64_t cols = 0;               // K: input features (or embedding width)
-  // Where set (q4_K, for the AVX-512 VNNI integer kernel): the first rows -
-  // rows % 8 rows again as groups of eight (q4k_row_groups.h), which the
-  // int8 matmuls read instead of `data`.
+  // Where set (q4_K or q6_K, for the AVX-512 VNNI integer kernels): the
+  // first rows - rows % 8 rows again as groups of eight (row_groups.h),
+  // which the int8 matmuls read instead of `data`.
   const uint8_t* row_groups = nullptr;
 };
 

@@ -17,9 +17,9 @@
 #include "runtime/cpu/elementwise.h"
 #include "runtime/cpu/matmul.h"
 #include "runtime/cpu/norm.h"
-#include "runtime/cpu/q4k_row_groups.h"
 #include "runtime/cpu/q8_dot.h"
 #include "runtime/cpu/rope.h"
+#include "runtime/cpu/row_groups.h"
 #include "runtime/cpu/rows.h"
 #include "runtime/executor/launch_rope.h"
 #include "runtime/executor/repack.h"
@@ -61,17 +61,17 @@ void PrefaultWeights(const uint8_t* data, size_t bytes) {
 #endif
 }
 
-// Whether a weight's q4_K rows are read in groups of eight (the AVX-512
-// VNNI kernel's layout, streamed at the core's read limit; the int8 path
-// only). KILN_CPU_Q4K_ROW_GROUPS=0 keeps them one by one, to measure one
-// against the other.
-bool UseQ4KRowGroups(cpu::Activations activations, const cpu::WeightStorage& storage, int64_t rows, int64_t cols) {
+// Whether a weight's q4_K / q6_K rows are read in groups of eight (the
+// AVX-512 VNNI kernels' layout, streamed near the core's read limit; the
+// int8 path only). KILN_CPU_ROW_GROUPS=0 keeps them one by one, to measure
+// one against the other.
+bool UseRowGroups(cpu::Activations activations, const cpu::WeightStorage& storage, int64_t rows, int64_t cols) {
   static const bool allowed = [] {
-    const char* v = std::getenv("KILN_CPU_Q4K_ROW_GROUPS");
+    const char* v = std::getenv("KILN_CPU_ROW_GROUPS");
     return v == nullptr || std::string_view(v) != "0";
   }();
-  return allowed && activations == cpu::Activations::kInt8 && !storage.grouped && storage.ggml == GgmlType::kQ4_K &&
-         rows >= cpu::kQ4KGroupRows && cols % 256 == 0 && cpu::HasQ4KRowGroupKernel();
+  return allowed && activations == cpu::Activations::kInt8 && !storage.grouped && rows >= cpu::kRowGroupRows &&
+         cols % 256 == 0 && cpu::HasRowGroupKernel(storage.ggml);
 }
 
 }  // namespace
@@ -114,11 +114,11 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(Plan plan, cons
       b.data = src->data.data();
       PrefaultWeights(b.data, src->data.size());
     }
-    if (w.shape.size() == 2 && UseQ4KRowGroups(options.activations, b.storage, b.rows, b.cols)) {
-      const int64_t groups = b.rows / cpu::kQ4KGroupRows;
-      b.row_groups.resize(groups * cpu::Q4KRowGroupBytes(b.cols));
+    if (w.shape.size() == 2 && UseRowGroups(options.activations, b.storage, b.rows, b.cols)) {
+      const int64_t groups = b.rows / cpu::kRowGroupRows;
+      b.row_groups.resize(groups * cpu::RowGroupBytes(b.storage.ggml, b.cols));
       ex->pool_.ParallelFor(groups, 64, [&](int64_t first, int64_t last) {
-        cpu::PackQ4KRowGroups(b.data, b.cols, first, last, b.row_groups.data());
+        cpu::PackRowGroups(b.storage.ggml, b.data, b.cols, first, last, b.row_groups.data());
       });
     }
     ex->weights_.emplace(w.name, std::move(b));

@@ -17,8 +17,8 @@
 #include "runtime/cpu/matmul.h"
 #include "runtime/cpu/peak.h"
 #include "runtime/cpu/probe.h"
-#include "runtime/cpu/q4k_row_groups.h"
 #include "runtime/cpu/q8_dot.h"
+#include "runtime/cpu/row_groups.h"
 #include "runtime/cpu/weight_storage.h"
 #include "runtime/formats/quant.h"
 #include "tests/cpu/cpu_test_util.h"
@@ -357,52 +357,59 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
-// q4_K rows in groups of eight (q4k_row_groups.h), as the CPU executor
+// q4_K and q6_K rows in groups of eight (row_groups.h), as the CPU executor
 // reads them where the AVX-512 VNNI kernel is the chosen one: the product
 // the quantised activations give, the one-row kernel's results to f32
 // rounding (what a packing slip would break: a chunk or a scale of the wrong
 // row or sub-block), a tail of rows past the last group on the one-row
 // kernel, and the same bits for a token alone or in a batch, and on any
 // number of threads.
-TEST(Q4KRowGroupsTest, MatchTheRowKernelAndAreBatchAndThreadInvariant) {
-  if (!HasQ4KRowGroupKernel()) GTEST_SKIP() << "no AVX-512 VNNI integer kernel here";
-  const WeightStorage s = *ParseWeightStorage("q4_K");
+TEST(RowGroupsTest, MatchTheRowKernelAndAreBatchAndThreadInvariant) {
   ThreadPool one(1), three(3);
   uint32_t seed = 4000;
-  double worst_product = 0, worst_rows = 0;
-  for (int64_t k : {256, 768, 2304}) {
-    for (int64_t n : {8, 21, 40}) {
-      const Weights w = MakeWeights(s, n, k, seed++);
-      const int64_t groups = n / kQ4KGroupRows;
-      std::vector<uint8_t> packed(static_cast<size_t>(groups * Q4KRowGroupBytes(k)));
-      PackQ4KRowGroups(w.bytes.data(), k, 0, groups, packed.data());
-      WeightMatrix grouped = w.matrix();
-      grouped.row_groups = packed.data();
-      for (int64_t t : {1, 2, 3, 4, 5, 9}) {
-        SCOPED_TRACE(::testing::Message() << "K=" << k << " N=" << n << " T=" << t);
-        const std::vector<float> x = Gaussian(static_cast<size_t>(t * k), seed++);
-        std::vector<float> y(static_cast<size_t>(t * n)), rows(y.size()), y3(y.size());
-        ASSERT_TRUE(Matmul(x.data(), t, grouped, y.data(), one, CpuIsa::kAvx2, Activations::kInt8).ok());
-        ASSERT_TRUE(Matmul(x.data(), t, w.matrix(), rows.data(), one, CpuIsa::kAvx2, Activations::kInt8).ok());
-        ASSERT_TRUE(Matmul(x.data(), t, grouped, y3.data(), three, CpuIsa::kAvx2, Activations::kInt8).ok());
-        const double product = RelL2(ReferenceMatmul(QuantizedActivations(x, 256), t, w), y);
-        const double against_rows = RelL2(rows, y);
-        EXPECT_LE(product, kInt8VsQuantizedBound);
-        EXPECT_LE(against_rows, 1e-6);
-        EXPECT_FALSE(SameBits(rows, y)) << "the grouped kernel did not run";
-        EXPECT_TRUE(SameBits(y, y3)) << "3 threads";
-        worst_product = std::max(worst_product, product);
-        worst_rows = std::max(worst_rows, against_rows);
-        for (int64_t i = 0; i < t; ++i) {
-          std::vector<float> yi(static_cast<size_t>(n));
-          ASSERT_TRUE(Matmul(x.data() + i * k, 1, grouped, yi.data(), one, CpuIsa::kAvx2, Activations::kInt8).ok());
-          EXPECT_TRUE(SameBits(yi, std::vector<float>(y.begin() + i * n, y.begin() + (i + 1) * n))) << "token " << i;
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const WeightStorage s = WeightStorage::Ggml(type);
+    if (!HasRowGroupKernel(type)) {
+      std::printf("[ measure  ] %s: no row-group kernel here (no AVX-512 VNNI)\n", s.Name().c_str());
+      continue;
+    }
+    double worst_product = 0, worst_rows = 0;
+    for (int64_t k : {256, 768, 2304}) {
+      for (int64_t n : {8, 21, 40}) {
+        const Weights w = MakeWeights(s, n, k, seed++);
+        const int64_t groups = n / kRowGroupRows;
+        std::vector<uint8_t> packed(static_cast<size_t>(groups * RowGroupBytes(type, k)));
+        PackRowGroups(type, w.bytes.data(), k, 0, groups, packed.data());
+        WeightMatrix grouped = w.matrix();
+        grouped.row_groups = packed.data();
+        for (int64_t t : {1, 2, 3, 4, 5, 9}) {
+          SCOPED_TRACE(::testing::Message() << s.Name() << " K=" << k << " N=" << n << " T=" << t);
+          const std::vector<float> x = Gaussian(static_cast<size_t>(t * k), seed++);
+          std::vector<float> y(static_cast<size_t>(t * n)), rows(y.size()), y3(y.size());
+          ASSERT_TRUE(Matmul(x.data(), t, grouped, y.data(), one, CpuIsa::kAvx2, Activations::kInt8).ok());
+          ASSERT_TRUE(Matmul(x.data(), t, w.matrix(), rows.data(), one, CpuIsa::kAvx2, Activations::kInt8).ok());
+          ASSERT_TRUE(Matmul(x.data(), t, grouped, y3.data(), three, CpuIsa::kAvx2, Activations::kInt8).ok());
+          const double product = RelL2(ReferenceMatmul(QuantizedActivations(x, 256), t, w), y);
+          const double against_rows = RelL2(rows, y);
+          EXPECT_LE(product, kInt8VsQuantizedBound);
+          EXPECT_LE(against_rows, 1e-6);
+          EXPECT_FALSE(SameBits(rows, y)) << "the grouped kernel did not run";
+          EXPECT_TRUE(SameBits(y, y3)) << "3 threads";
+          worst_product = std::max(worst_product, product);
+          worst_rows = std::max(worst_rows, against_rows);
+          for (int64_t i = 0; i < t; ++i) {
+            std::vector<float> yi(static_cast<size_t>(n));
+            ASSERT_TRUE(
+                Matmul(x.data() + i * k, 1, grouped, yi.data(), one, CpuIsa::kAvx2, Activations::kInt8).ok());
+            EXPECT_TRUE(SameBits(yi, std::vector<float>(y.begin() + i * n, y.begin() + (i + 1) * n)))
+                << "token " << i;
+          }
         }
       }
     }
+    std::printf("[ measure  ] %s row groups vs quantised x %.2e, vs the row kernel %.2e\n", s.Name().c_str(),
+                worst_product, worst_rows);
   }
-  std::printf("[ measure  ] q4_K row groups vs quantised x %.2e, vs the row kernel %.2e\n", worst_product,
-              worst_rows);
 }
 
 // The types the real models carry have an AVX2 kernel wherever the CPU does.
