@@ -114,7 +114,7 @@ absl::Status Matmul(const float* x, int64_t tokens, const WeightMatrix& w, float
         for (int64_t t0 = 0; t0 < tokens; t0 += kQ8TokenTile) {
           const int64_t tile = std::min(kQ8TokenTile, tokens - t0);
           const Q8Rows xq{q + t0 * k, d + t0 * k / 32, s + t0 * k / 32, k, u + t0 * supers, rs + t0 * supers};
-          RowGroupsDot(type, w.row_groups + begin * RowGroupBytes(type, k), end - begin, k, xq, tile,
+          RowGroupsDot(BestQ8Kernel(), type, w.row_groups + begin * RowGroupBytes(type, k), end - begin, k, xq, tile,
                        y + t0 * n + kRowGroupRows * begin, n);
         }
       });

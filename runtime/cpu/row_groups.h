@@ -1,7 +1,7 @@
-// q4_K and q6_K weights repacked for the AVX-512 VNNI integer kernels: rows
-// in groups of eight, interleaved super-block by super-block, so that one
-// sequential stream feeds eight rows' sums and each activation broadcast
-// serves eight rows. Read one row at a time (q8_dot_avx512.cc) a core
+// q4_K and q6_K weights repacked for the integer kernels: rows in groups of
+// eight, interleaved super-block by super-block, so that one sequential
+// stream feeds eight rows' sums and each activation broadcast serves eight
+// rows. Read one row at a time (q8_dot_avx512.cc) a core
 // streamed q4_K rows at ~16 GB/s of the ~28 it can read; over these groups
 // near the read limit (docs/perf/cpu-decode.md, session 50). Internal to
 // runtime/cpu.
@@ -29,9 +29,10 @@ namespace kiln::cpu {
 
 inline constexpr int kRowGroupRows = 8;
 
-// Whether this CPU runs the groups' kernel for `type` (q4_K or q6_K, where
-// the AVX-512 VNNI integer family is the chosen one: BestQ8Kernel()).
-bool HasRowGroupKernel(GgmlType type);
+// Whether `kernel`'s family runs the groups of `type` on this CPU (q4_K or
+// q6_K, wherever the family has its one-row kernel: AVX-512 VNNI has a
+// kernel of its own, AVX2 and AVX-VNNI share one on 256 bits).
+bool HasRowGroupKernel(GgmlType type, Q8Kernel kernel = BestQ8Kernel());
 
 // Bytes of one group of eight rows of k columns (k a multiple of 256) of
 // `type` (q4_K or q6_K).
@@ -44,8 +45,9 @@ void PackRowGroups(GgmlType type, const uint8_t* rows, int64_t k, int64_t first,
 // y[t * ldy + 8 g + r] = row r of group g (of `num_groups`) dotted with
 // token row t of x (quantised for the type: Q8GroupOf 256), for t < tokens.
 // As with RowDotQ8Fn, a result never depends on `tokens`, `num_groups` or
-// the other rows. Needs HasRowGroupKernel(type).
-void RowGroupsDot(GgmlType type, const uint8_t* groups, int64_t num_groups, int64_t k, const Q8Rows& x,
-                  int64_t tokens, float* y, int64_t ldy);
+// the other rows; its bits are the family's own. Needs
+// HasRowGroupKernel(type, kernel).
+void RowGroupsDot(Q8Kernel kernel, GgmlType type, const uint8_t* groups, int64_t num_groups, int64_t k,
+                  const Q8Rows& x, int64_t tokens, float* y, int64_t ldy);
 
 }  // namespace kiln::cpu

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <span>
@@ -57,7 +58,8 @@ class CpuExecutor final : public Executor {
     int64_t rows = 1, cols = 0;
     const uint8_t* data = nullptr;
     std::vector<uint8_t> owned;       // repacked bytes (and 1-D weights, as f32)
-    std::vector<uint8_t> row_groups;  // q4_K / q6_K rows in groups of eight (cpu/row_groups.h)
+    // q4_K / q6_K rows in groups of eight (cpu/row_groups.h), from std::aligned_alloc.
+    std::unique_ptr<uint8_t, void (*)(void*)> row_groups{nullptr, std::free};
   };
   CpuExecutor(Plan plan, int threads) : plan_(std::move(plan)), pool_(threads) {}
   absl::Status RunLaunch(const PlanLaunch& launch, const StepBatch& batch, size_t bucket);

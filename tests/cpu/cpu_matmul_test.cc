@@ -357,58 +357,84 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
-// q4_K and q6_K rows in groups of eight (row_groups.h), as the CPU executor
-// reads them where the AVX-512 VNNI kernel is the chosen one: the product
-// the quantised activations give, the one-row kernel's results to f32
-// rounding (what a packing slip would break: a chunk or a scale of the wrong
-// row or sub-block), a tail of rows past the last group on the one-row
-// kernel, and the same bits for a token alone or in a batch, and on any
-// number of threads.
-TEST(RowGroupsTest, MatchTheRowKernelAndAreBatchAndThreadInvariant) {
-  ThreadPool one(1), three(3);
+// q4_K and q6_K rows in groups of eight (row_groups.h), in every kernel
+// family this CPU has: the product the quantised activations give, the
+// family's one-row kernel's results to f32 rounding (what a packing slip
+// would break: a chunk or a scale of the wrong row or sub-block), and the
+// same bits for a token alone or in a batch; through Matmul (the chosen
+// family, as the CPU executor reads them): a tail of rows past the last
+// group on the one-row kernel, and the same bits on any number of threads.
+TEST(RowGroupsTest, EveryFamilyMatchesItsRowKernelAndIsBatchInvariant) {
   uint32_t seed = 4000;
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
     const WeightStorage s = WeightStorage::Ggml(type);
-    if (!HasRowGroupKernel(type)) {
-      std::printf("[ measure  ] %s: no row-group kernel here (no AVX-512 VNNI)\n", s.Name().c_str());
-      continue;
-    }
-    double worst_product = 0, worst_rows = 0;
-    for (int64_t k : {256, 768, 2304}) {
-      for (int64_t n : {8, 21, 40}) {
+    for (Q8Kernel kernel : {Q8Kernel::kAvx2, Q8Kernel::kAvxVnni, Q8Kernel::kAvx512Vnni}) {
+      const std::string family(Q8KernelName(kernel));
+      if (!HasRowGroupKernel(type, kernel)) {
+        std::printf("[ measure  ] %s: no %s here\n", s.Name().c_str(), family.c_str());
+        continue;
+      }
+      double worst_product = 0, worst_rows = 0;
+      for (int64_t k : {256, 768, 2304}) {
+        const int64_t n = 16, groups = n / kRowGroupRows, row_bytes = static_cast<int64_t>(*s.RowBytes(k));
         const Weights w = MakeWeights(s, n, k, seed++);
-        const int64_t groups = n / kRowGroupRows;
         std::vector<uint8_t> packed(static_cast<size_t>(groups * RowGroupBytes(type, k)));
         PackRowGroups(type, w.bytes.data(), k, 0, groups, packed.data());
-        WeightMatrix grouped = w.matrix();
-        grouped.row_groups = packed.data();
         for (int64_t t : {1, 2, 3, 4, 5, 9}) {
-          SCOPED_TRACE(::testing::Message() << s.Name() << " K=" << k << " N=" << n << " T=" << t);
+          SCOPED_TRACE(::testing::Message() << s.Name() << " " << family << " K=" << k << " T=" << t);
           const std::vector<float> x = Gaussian(static_cast<size_t>(t * k), seed++);
-          std::vector<float> y(static_cast<size_t>(t * n)), rows(y.size()), y3(y.size());
-          ASSERT_TRUE(Matmul(x.data(), t, grouped, y.data(), one, CpuIsa::kAvx2, Activations::kInt8).ok());
-          ASSERT_TRUE(Matmul(x.data(), t, w.matrix(), rows.data(), one, CpuIsa::kAvx2, Activations::kInt8).ok());
-          ASSERT_TRUE(Matmul(x.data(), t, grouped, y3.data(), three, CpuIsa::kAvx2, Activations::kInt8).ok());
+          const QuantizedRows xq(x, t, k, type);
+          std::vector<float> y(static_cast<size_t>(t * n)), rows(y.size());
+          RowGroupsDot(kernel, type, packed.data(), groups, k, xq.rows(), t, y.data(), n);
+          Q8RowDot(type, kernel)(w.bytes.data(), row_bytes, n, k, xq.rows(), t, rows.data(), n);
           const double product = RelL2(ReferenceMatmul(QuantizedActivations(x, 256), t, w), y);
           const double against_rows = RelL2(rows, y);
           EXPECT_LE(product, kInt8VsQuantizedBound);
           EXPECT_LE(against_rows, 1e-6);
-          EXPECT_FALSE(SameBits(rows, y)) << "the grouped kernel did not run";
-          EXPECT_TRUE(SameBits(y, y3)) << "3 threads";
           worst_product = std::max(worst_product, product);
           worst_rows = std::max(worst_rows, against_rows);
           for (int64_t i = 0; i < t; ++i) {
+            const QuantizedRows xi(std::vector<float>(x.begin() + i * k, x.begin() + (i + 1) * k), 1, k, type);
             std::vector<float> yi(static_cast<size_t>(n));
-            ASSERT_TRUE(
-                Matmul(x.data() + i * k, 1, grouped, yi.data(), one, CpuIsa::kAvx2, Activations::kInt8).ok());
+            RowGroupsDot(kernel, type, packed.data(), groups, k, xi.rows(), 1, yi.data(), n);
             EXPECT_TRUE(SameBits(yi, std::vector<float>(y.begin() + i * n, y.begin() + (i + 1) * n)))
                 << "token " << i;
           }
         }
       }
+      std::printf("[ measure  ] %s %-11s row groups vs quantised x %.2e, vs the row kernel %.2e\n",
+                  s.Name().c_str(), family.c_str(), worst_product, worst_rows);
     }
-    std::printf("[ measure  ] %s row groups vs quantised x %.2e, vs the row kernel %.2e\n", s.Name().c_str(),
-                worst_product, worst_rows);
+  }
+}
+
+TEST(RowGroupsTest, MatmulReadsThemWithTailRowsAndAnyThreadCount) {
+  ThreadPool one(1), three(3);
+  uint32_t seed = 5000;
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const WeightStorage s = WeightStorage::Ggml(type);
+    if (!HasRowGroupKernel(type)) GTEST_SKIP() << "no integer kernel here";
+    for (int64_t n : {8, 21, 40}) {
+      const int64_t k = 768, t = 5, groups = n / kRowGroupRows;
+      SCOPED_TRACE(::testing::Message() << s.Name() << " N=" << n);
+      const Weights w = MakeWeights(s, n, k, seed++);
+      std::vector<uint8_t> packed(static_cast<size_t>(groups * RowGroupBytes(type, k)));
+      PackRowGroups(type, w.bytes.data(), k, 0, groups, packed.data());
+      WeightMatrix grouped = w.matrix();
+      grouped.row_groups = packed.data();
+      const std::vector<float> x = Gaussian(static_cast<size_t>(t * k), seed++);
+      std::vector<float> y(static_cast<size_t>(t * n)), rows(y.size()), y3(y.size());
+      ASSERT_TRUE(Matmul(x.data(), t, grouped, y.data(), one, CpuIsa::kAvx2, Activations::kInt8).ok());
+      ASSERT_TRUE(Matmul(x.data(), t, w.matrix(), rows.data(), one, CpuIsa::kAvx2, Activations::kInt8).ok());
+      ASSERT_TRUE(Matmul(x.data(), t, grouped, y3.data(), three, CpuIsa::kAvx2, Activations::kInt8).ok());
+      EXPECT_LE(RelL2(rows, y), 1e-6);
+      EXPECT_FALSE(SameBits(rows, y)) << "the groups were not read";
+      EXPECT_TRUE(SameBits(y, y3)) << "3 threads";
+      // The tail rows (past the last group) are the one-row kernel's.
+      for (int64_t i = 0; i < t; ++i) {
+        for (int64_t r = groups * kRowGroupRows; r < n; ++r) EXPECT_EQ(y[i * n + r], rows[i * n + r]);
+      }
+    }
   }
 }
 
