@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_format.h"
 #include "runtime/cpu/q8_dot.h"
-#include "runtime/cpu/row_groups.h"
 #include "runtime/cpu/row_dot.h"
+#include "runtime/cpu/row_groups.h"
 
 namespace kiln::cpu {
 namespace {

@@ -31,7 +31,8 @@ void PackQ4K(const uint8_t* rows, int64_t k, int64_t first, int64_t last, uint8_
           o[row_groups::kQ4KScales + 8 * j + r] = static_cast<uint8_t>(scale);
           o[row_groups::kQ4KMins + 8 * j + r] = static_cast<uint8_t>(min);
         }
-        for (int c = 0; c < 16; ++c) std::memcpy(o + row_groups::kQ4KCodes + 64 * c + 8 * r, b + 16 + 32 * (c / 4) + 8 * (c % 4), 8);
+        for (int c = 0; c < 16; ++c)
+          std::memcpy(o + row_groups::kQ4KCodes + 64 * c + 8 * r, b + 16 + 32 * (c / 4) + 8 * (c % 4), 8);
       }
     }
   }
@@ -102,8 +103,8 @@ void PackRowGroups(GgmlType type, const uint8_t* rows, int64_t k, int64_t first,
   }
 }
 
-void RowGroupsDot(Q8Kernel kernel, GgmlType type, const uint8_t* groups, int64_t num_groups, int64_t k,
-                  const Q8Rows& x, int64_t tokens, float* y, int64_t ldy) {
+void RowGroupsDot(Q8Kernel kernel, GgmlType type, const uint8_t* groups, int64_t num_groups, int64_t k, const Q8Rows& x,
+                  int64_t tokens, float* y, int64_t ldy) {
 #if defined(__x86_64__)
   const uint8_t* xu = nullptr;
   if (type == GgmlType::kQ6_K) {

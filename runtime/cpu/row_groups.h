@@ -49,7 +49,7 @@ void PackRowGroups(GgmlType type, const uint8_t* rows, int64_t k, int64_t first,
 // As with RowDotQ8Fn, a result never depends on `tokens`, `num_groups` or
 // the other rows; its bits are the family's own. Needs
 // HasRowGroupKernel(type, kernel).
-void RowGroupsDot(Q8Kernel kernel, GgmlType type, const uint8_t* groups, int64_t num_groups, int64_t k,
-                  const Q8Rows& x, int64_t tokens, float* y, int64_t ldy);
+void RowGroupsDot(Q8Kernel kernel, GgmlType type, const uint8_t* groups, int64_t num_groups, int64_t k, const Q8Rows& x,
+                  int64_t tokens, float* y, int64_t ldy);
 
 }  // namespace kiln::cpu

@@ -67,7 +67,8 @@ KILN_GROUP_TARGET void Q4KGroupTokens(const uint8_t* group, int64_t k, const Q8R
         const __m256i sc_lo = RowScales<false>(o + kQ4KScales + 8 * (2 * i), half);
         const __m256i sc_hi = RowScales<false>(o + kQ4KScales + 8 * (2 * i + 1), half);
         for (int q = 0; q < 4; ++q) {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o + kQ4KCodes + 64 * (4 * i + q) + 32 * half));
+          const __m256i v =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o + kQ4KCodes + 64 * (4 * i + q) + 32 * half));
           const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
           for (int t = 0; t < kT; ++t) {
             const __m256i sums = _mm256_add_epi32(ScaledSum(lo, Broadcast8(xs + t * k + 64 * i + 8 * q), sc_lo),
@@ -81,7 +82,8 @@ KILN_GROUP_TARGET void Q4KGroupTokens(const uint8_t* group, int64_t k, const Q8R
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(o + kQ4KDmin)));
     __m256 mins[8];
     for (int j = 0; j < 8; ++j) {
-      mins[j] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(o + kQ4KMins + 8 * j))));
+      mins[j] = _mm256_cvtepi32_ps(
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(o + kQ4KMins + 8 * j))));
     }
     for (int t = 0; t < kT; ++t) {
       const __m256 sums = _mm256_cvtepi32_ps(RowSums(isum[0][t], isum[1][t]));
@@ -97,8 +99,8 @@ KILN_GROUP_TARGET void Q4KGroupTokens(const uint8_t* group, int64_t k, const Q8R
 }
 
 template <int kT>
-KILN_GROUP_TARGET void Q6KGroupTokens(const uint8_t* group, int64_t k, const Q8Rows& x, const uint8_t* xu,
-                                      int64_t t0, float* y, int64_t ldy) {
+KILN_GROUP_TARGET void Q6KGroupTokens(const uint8_t* group, int64_t k, const Q8Rows& x, const uint8_t* xu, int64_t t0,
+                                      float* y, int64_t ldy) {
   const int64_t supers = k / 256, blocks = k / 32;
   const __m256i low = _mm256_set1_epi8(0x0F), high = _mm256_set1_epi8(0x30), offset = _mm256_set1_epi8(32);
   __m256 acc[kT];
@@ -119,12 +121,15 @@ KILN_GROUP_TARGET void Q6KGroupTokens(const uint8_t* group, int64_t k, const Q8R
             const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 64));
             const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 128));
             const __m256i codes[4] = {
-                _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(a, low), _mm256_and_si256(_mm256_slli_epi16(hb, 4), high)),
-                                offset),
-                _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(b, low), _mm256_and_si256(_mm256_slli_epi16(hb, 2), high)),
-                                offset),
                 _mm256_sub_epi8(
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low), _mm256_and_si256(hb, high)), offset),
+                    _mm256_or_si256(_mm256_and_si256(a, low), _mm256_and_si256(_mm256_slli_epi16(hb, 4), high)),
+                    offset),
+                _mm256_sub_epi8(
+                    _mm256_or_si256(_mm256_and_si256(b, low), _mm256_and_si256(_mm256_slli_epi16(hb, 2), high)),
+                    offset),
+                _mm256_sub_epi8(
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low), _mm256_and_si256(hb, high)),
+                    offset),
                 _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), low),
                                                 _mm256_and_si256(_mm256_srli_epi16(hb, 2), high)),
                                 offset)};

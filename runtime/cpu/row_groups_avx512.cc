@@ -29,7 +29,7 @@ KILN_GROUP_TARGET inline __m512i Broadcast8(const int8_t* p) {
 // kT tokens (t0..) against one group: eight rows' results per token.
 template <int kT>
 KILN_GROUP_TARGET void Q4KGroupTokens(const uint8_t* group, int64_t k, const Q8Rows& x, int64_t t0, float* y,
-                                   int64_t ldy) {
+                                      int64_t ldy) {
   const int64_t supers = k / 256, blocks = k / 32;
   const __m512i low = _mm512_set1_epi8(0x0F);
   __m256 acc[kT];
@@ -63,7 +63,8 @@ KILN_GROUP_TARGET void Q4KGroupTokens(const uint8_t* group, int64_t k, const Q8R
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(o + row_groups::kQ4KDmin)));
     __m256 mins[8];
     for (int j = 0; j < 8; ++j) {
-      mins[j] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(o + row_groups::kQ4KMins + 8 * j))));
+      mins[j] = _mm256_cvtepi32_ps(
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(o + row_groups::kQ4KMins + 8 * j))));
     }
     for (int t = 0; t < kT; ++t) {
       // A row's two lanes added, then the even lanes (one a row) in order.
@@ -83,8 +84,8 @@ KILN_GROUP_TARGET void Q4KGroupTokens(const uint8_t* group, int64_t k, const Q8R
 // kT tokens (t0..) against one q6_K group, their activation codes plus 128
 // at xu + t * k.
 template <int kT>
-KILN_GROUP_TARGET void Q6KGroupTokens(const uint8_t* group, int64_t k, const Q8Rows& x, const uint8_t* xu,
-                                      int64_t t0, float* y, int64_t ldy) {
+KILN_GROUP_TARGET void Q6KGroupTokens(const uint8_t* group, int64_t k, const Q8Rows& x, const uint8_t* xu, int64_t t0,
+                                      float* y, int64_t ldy) {
   const int64_t supers = k / 256, blocks = k / 32;
   const __m512i low = _mm512_set1_epi8(0x0F), high = _mm512_set1_epi8(0x30), offset = _mm512_set1_epi8(32);
   __m256 acc[kT];
@@ -104,16 +105,15 @@ KILN_GROUP_TARGET void Q6KGroupTokens(const uint8_t* group, int64_t k, const Q8R
           const __m512i a = _mm512_loadu_si512(chunk), b = _mm512_loadu_si512(chunk + 64);
           const __m512i hb = _mm512_loadu_si512(chunk + 128);
           const __m512i codes[4] = {
-              _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(a, low), _mm512_and_si512(_mm512_slli_epi16(hb, 4), high)),
-                              offset),
-              _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(b, low), _mm512_and_si512(_mm512_slli_epi16(hb, 2), high)),
-                              offset),
-              _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), low), _mm512_and_si512(hb, high)),
-                              offset),
               _mm512_sub_epi8(
-                  _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), low),
-                                  _mm512_and_si512(_mm512_srli_epi16(hb, 2), high)),
-                  offset)};
+                  _mm512_or_si512(_mm512_and_si512(a, low), _mm512_and_si512(_mm512_slli_epi16(hb, 4), high)), offset),
+              _mm512_sub_epi8(
+                  _mm512_or_si512(_mm512_and_si512(b, low), _mm512_and_si512(_mm512_slli_epi16(hb, 2), high)), offset),
+              _mm512_sub_epi8(
+                  _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), low), _mm512_and_si512(hb, high)), offset),
+              _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), low),
+                                              _mm512_and_si512(_mm512_srli_epi16(hb, 2), high)),
+                              offset)};
           for (int p = 0; p < 4; ++p) {
             for (int t = 0; t < kT; ++t) {
               const uint8_t* xs = xu + (t0 + t) * k + 256 * s + 128 * h + 32 * p + l0;
@@ -122,7 +122,8 @@ KILN_GROUP_TARGET void Q6KGroupTokens(const uint8_t* group, int64_t k, const Q8R
           }
         }
         for (int p = 0; p < 4; ++p) {
-          const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(o + row_groups::kQ6KScales + 8 * (8 * h + half + 2 * p)));
+          const __m128i sc = _mm_loadl_epi64(
+              reinterpret_cast<const __m128i*>(o + row_groups::kQ6KScales + 8 * (8 * h + half + 2 * p)));
           const __m512i scale = _mm512_cvtepi8_epi32(_mm_unpacklo_epi8(sc, sc));
           for (int t = 0; t < kT; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sums[p][t], scale));
         }
@@ -142,8 +143,8 @@ KILN_GROUP_TARGET void Q6KGroupTokens(const uint8_t* group, int64_t k, const Q8R
 
 }  // namespace
 
-KILN_GROUP_TARGET void DotAvx512(GgmlType type, const uint8_t* groups, int64_t num_groups, int64_t k,
-                                 const Q8Rows& x, const uint8_t* xu, int64_t tokens, float* y, int64_t ldy) {
+KILN_GROUP_TARGET void DotAvx512(GgmlType type, const uint8_t* groups, int64_t num_groups, int64_t k, const Q8Rows& x,
+                                 const uint8_t* xu, int64_t tokens, float* y, int64_t ldy) {
   const int64_t bytes = RowGroupBytes(type, k);
   if (type == GgmlType::kQ6_K) {
     EachGroup<4>(num_groups, tokens, y, [&](int64_t g, int64_t t, float* yg, auto kt) {

@@ -21,10 +21,10 @@ inline constexpr int64_t kQ6KBlockBytes = kQ6KCodes + 24 * 64;
 
 // RowGroupsDot's work for one family; xu: q6_K's activation codes plus 128
 // (tokens x k bytes), null for q4_K.
-void DotAvx512(GgmlType type, const uint8_t* groups, int64_t num_groups, int64_t k, const Q8Rows& x,
-               const uint8_t* xu, int64_t tokens, float* y, int64_t ldy);
-void DotAvx2(GgmlType type, const uint8_t* groups, int64_t num_groups, int64_t k, const Q8Rows& x,
-             const uint8_t* xu, int64_t tokens, float* y, int64_t ldy);
+void DotAvx512(GgmlType type, const uint8_t* groups, int64_t num_groups, int64_t k, const Q8Rows& x, const uint8_t* xu,
+               int64_t tokens, float* y, int64_t ldy);
+void DotAvx2(GgmlType type, const uint8_t* groups, int64_t num_groups, int64_t k, const Q8Rows& x, const uint8_t* xu,
+             int64_t tokens, float* y, int64_t ldy);
 
 // Every token of a call against each group in turn, up to kMax (4 or 2)
 // tokens a tile: tile(g, t0, y of group g, std::integral_constant<int, T>).

@@ -1,14 +1,14 @@
 #include "runtime/executor/cpu_executor.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <string_view>
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -61,10 +61,10 @@ void PrefaultWeights(const uint8_t* data, size_t bytes) {
 #endif
 }
 
-// Whether a weight's q4_K / q6_K rows are read in groups of eight (the
-// AVX-512 VNNI kernels' layout, streamed near the core's read limit; the
-// int8 path only). KILN_CPU_ROW_GROUPS=0 keeps them one by one, to measure
-// one against the other.
+// Whether a weight's q4_K / q6_K rows are read in groups of eight
+// (cpu/row_groups.h: streamed near a core's read limit; the int8 path
+// only). KILN_CPU_ROW_GROUPS=0 keeps them one by one, to measure one
+// against the other.
 bool UseRowGroups(cpu::Activations activations, const cpu::WeightStorage& storage, int64_t rows, int64_t cols) {
   static const bool allowed = [] {
     const char* v = std::getenv("KILN_CPU_ROW_GROUPS");

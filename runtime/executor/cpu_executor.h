@@ -4,8 +4,8 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -57,7 +57,7 @@ class CpuExecutor final : public Executor {
     cpu::WeightStorage storage;
     int64_t rows = 1, cols = 0;
     const uint8_t* data = nullptr;
-    std::vector<uint8_t> owned;       // repacked bytes (and 1-D weights, as f32)
+    std::vector<uint8_t> owned;  // repacked bytes (and 1-D weights, as f32)
     // q4_K / q6_K rows in groups of eight (cpu/row_groups.h), from std::aligned_alloc.
     std::unique_ptr<uint8_t, void (*)(void*)> row_groups{nullptr, std::free};
   };

@@ -397,13 +397,12 @@ TEST(RowGroupsTest, EveryFamilyMatchesItsRowKernelAndIsBatchInvariant) {
             const QuantizedRows xi(std::vector<float>(x.begin() + i * k, x.begin() + (i + 1) * k), 1, k, type);
             std::vector<float> yi(static_cast<size_t>(n));
             RowGroupsDot(kernel, type, packed.data(), groups, k, xi.rows(), 1, yi.data(), n);
-            EXPECT_TRUE(SameBits(yi, std::vector<float>(y.begin() + i * n, y.begin() + (i + 1) * n)))
-                << "token " << i;
+            EXPECT_TRUE(SameBits(yi, std::vector<float>(y.begin() + i * n, y.begin() + (i + 1) * n))) << "token " << i;
           }
         }
       }
-      std::printf("[ measure  ] %s %-11s row groups vs quantised x %.2e, vs the row kernel %.2e\n",
-                  s.Name().c_str(), family.c_str(), worst_product, worst_rows);
+      std::printf("[ measure  ] %s %-11s row groups vs quantised x %.2e, vs the row kernel %.2e\n", s.Name().c_str(),
+                  family.c_str(), worst_product, worst_rows);
     }
   }
 }
