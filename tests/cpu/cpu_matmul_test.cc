@@ -371,7 +371,7 @@ TEST(RowGroupsTest, EveryFamilyMatchesItsRowKernelAndIsBatchInvariant) {
     for (Q8Kernel kernel : {Q8Kernel::kAvx2, Q8Kernel::kAvxVnni, Q8Kernel::kAvx512Vnni}) {
       const std::string family(Q8KernelName(kernel));
       if (!HasRowGroupKernel(type, kernel)) {
-        std::printf("[ measure  ] %s: no row groups in the %s family here\n", s.Name().c_str(), family.c_str());
+        std::printf("[ measure  ] %s: this CPU has no %s kernels\n", s.Name().c_str(), family.c_str());
         continue;
       }
       double worst_product = 0, worst_rows = 0;
