@@ -7,11 +7,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <string>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "runtime/cpu/attention.h"
 #include "runtime/cpu/cpu_isa.h"
 #include "runtime/cpu/elementwise.h"
@@ -196,11 +198,17 @@ bool CpuExecutor::UsesIntegerKernels() const {
 }
 
 std::string CpuExecutor::Describe() const {
+  // The types whose rows were repacked in groups of eight at load.
+  std::set<std::string> grouped;
+  for (const auto& [name, w] : weights_) {
+    if (w.row_groups != nullptr) grouped.insert(w.storage.Name());
+  }
   return absl::StrFormat(
-      "cpu (%s, %d threads%s)", cpu::CpuIsaName(cpu::DetectCpuIsa()), pool_.num_threads(),
+      "cpu (%s, %d threads%s%s)", cpu::CpuIsaName(cpu::DetectCpuIsa()), pool_.num_threads(),
       UsesIntegerKernels()
           ? absl::StrCat(", int8 activations (", std::string(cpu::Q8KernelName(cpu::BestQ8Kernel())), ")")
-          : std::string());
+          : std::string(),
+      grouped.empty() ? std::string() : absl::StrCat(", ", absl::StrJoin(grouped, "/"), " rows in groups of 8"));
 }
 
 absl::StatusOr<std::span<const float>> CpuExecutor::Step(const StepBatch& batch) {

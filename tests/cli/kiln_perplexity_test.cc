@@ -3,6 +3,8 @@
 // tokenisation, the JSON contract, the Vulkan backend where a device exists,
 // and the errors for what cannot be scored.
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -133,6 +135,48 @@ TEST(KilnPerplexity, RefusesWhatCannotBeScored) {
     const testing::CommandResult r = RunKiln(c.args);
     EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.output;
     EXPECT_THAT(r.output, HasSubstr(c.message)) << c.args;
+  }
+}
+
+// The CPU executor repacks q4_K and q6_K weights at load into rows in groups
+// of eight (runtime/cpu/row_groups.h) and says so on its backend line; the
+// figures are those of the stored rows (KILN_CPU_ROW_GROUPS=0) within 1e-3
+// (each matmul agrees to ~5e-7, but a next layer's int8 activation code can
+// round the other way: 1.2e-4 measured for q4_K; a scale of the wrong
+// sub-block moves a matmul by 30%), and the same bits on 1 or 3 threads. The tiny synthetic shape's
+// weights (256 and 512 columns) are all grouped; stories260K's (64) never.
+TEST(KilnPerplexity, QuantisedRowsInGroupsOfEightGiveTheStoredRowsFigures) {
+  const std::filesystem::path dir = testing::ScratchDir("cli_row_groups");
+  const std::filesystem::path text = dir / "text.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 40; ++i) out << "The kiln fires the clay slowly, and the potter waits by the door. ";
+  }
+  for (const char* type : {"q4_k", "q6_k"}) {
+    SCOPED_TRACE(type);
+    const std::string model = (dir / (std::string(type) + ".gguf")).string();
+    ASSERT_EQ(RunKiln("synth --preset tiny --seed 3 --type " + std::string(type) + " -o " + Quote(model)).exit_code, 0);
+    const std::string base = "perplexity " + Quote(model) + " -f " + Quote(text.string()) +
+                             " -c 64 --chunks 4 --backend cpu --output-format json --threads ";
+    const testing::CommandResult grouped = RunKiln(base + "1");
+    ASSERT_EQ(grouped.exit_code, 0) << grouped.output;
+    absl::StatusOr<JsonValue> g = JsonLine(grouped.output);
+    ASSERT_TRUE(g.ok()) << grouped.output;
+    const std::string backend = g->Find("backend")->string_value();
+    if (backend.find("int8 activations") == std::string::npos) GTEST_SKIP() << "no integer kernels here: " << backend;
+    EXPECT_THAT(backend,
+                HasSubstr(type == std::string("q4_k") ? "q4_K rows in groups of 8" : "q6_K rows in groups of 8"));
+    const testing::CommandResult three = RunKiln(base + "3");
+    ASSERT_EQ(three.exit_code, 0) << three.output;
+    EXPECT_EQ(JsonLine(three.output)->Find("ppl")->number(), g->Find("ppl")->number()) << "1 and 3 threads";
+    const testing::ScopedEnv env("KILN_CPU_ROW_GROUPS", "0");
+    const testing::CommandResult stored = RunKiln(base + "1");
+    ASSERT_EQ(stored.exit_code, 0) << stored.output;
+    absl::StatusOr<JsonValue> r = JsonLine(stored.output);
+    ASSERT_TRUE(r.ok()) << stored.output;
+    EXPECT_THAT(r->Find("backend")->string_value(), ::testing::Not(HasSubstr("groups of 8")));
+    EXPECT_NEAR(g->Find("ppl")->number(), r->Find("ppl")->number(), 1e-3 * r->Find("ppl")->number());
+    EXPECT_NE(g->Find("ppl")->number(), r->Find("ppl")->number()) << "the two paths round differently";
   }
 }
 
