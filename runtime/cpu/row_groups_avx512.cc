@@ -59,23 +59,12 @@ KILN_GROUP_TARGET void Q4KGroupTokens(const uint8_t* group, int64_t k, const Q8R
             isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sum_lo[t], sc_lo), _mm512_mullo_epi32(sum_hi[t], sc_hi)));
       }
     }
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(o)));
-    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(o + row_groups::kQ4KDmin)));
-    __m256 mins[8];
-    for (int j = 0; j < 8; ++j) {
-      mins[j] = _mm256_cvtepi32_ps(
-          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(o + row_groups::kQ4KMins + 8 * j))));
-    }
+    const Q4KFloats f = LoadQ4KFloats(o);
     for (int t = 0; t < kT; ++t) {
       // A row's two lanes added, then the even lanes (one a row) in order.
       const __m512i pairs = _mm512_add_epi32(isum[t], _mm512_shuffle_epi32(isum[t], _MM_PERM_CDAB));
-      const __m256 sums = _mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(pairs));
-      const float* dsum = x.dsum + (t0 + t) * blocks + 8 * s;
-      __m256 m = _mm256_setzero_ps();
-      for (int j = 0; j < 8; ++j) m = _mm256_fmadd_ps(mins[j], _mm256_set1_ps(dsum[j]), m);
-      const float dx = x.d[(t0 + t) * blocks + 8 * s];
-      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, sums), _mm256_set1_ps(dx), acc[t]);
-      acc[t] = _mm256_fnmadd_ps(dmin, m, acc[t]);
+      const int64_t b0 = (t0 + t) * blocks + 8 * s;
+      acc[t] = AddQ4K(f, _mm512_cvtepi64_epi32(pairs), x.d[b0], x.dsum + b0, acc[t]);
     }
   }
   for (int t = 0; t < kT; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
@@ -129,32 +118,31 @@ KILN_GROUP_TARGET void Q6KGroupTokens(const uint8_t* group, int64_t k, const Q8R
         }
       }
     }
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(o)));
-    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o + row_groups::kQ6KOffset));
     for (int t = 0; t < kT; ++t) {
       const __m512i pairs = _mm512_add_epi32(isum[t], _mm512_shuffle_epi32(isum[t], _MM_PERM_CDAB));
-      const __m256 sums = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm512_cvtepi64_epi32(pairs), c));
-      const float dx = x.d[(t0 + t) * blocks + 8 * s];
-      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, sums), _mm256_set1_ps(dx), acc[t]);
+      acc[t] = AddQ6K(o, _mm512_cvtepi64_epi32(pairs), x.d[(t0 + t) * blocks + 8 * s], acc[t]);
     }
   }
   for (int t = 0; t < kT; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
 }
 
+struct Avx512 {
+  template <int kT>
+  static void Q4K(const uint8_t* group, int64_t k, const Q8Rows& x, int64_t t0, float* y, int64_t ldy) {
+    Q4KGroupTokens<kT>(group, k, x, t0, y, ldy);
+  }
+  template <int kT>
+  static void Q6K(const uint8_t* group, int64_t k, const Q8Rows& x, const uint8_t* xu, int64_t t0, float* y,
+                  int64_t ldy) {
+    Q6KGroupTokens<kT>(group, k, x, xu, t0, y, ldy);
+  }
+};
+
 }  // namespace
 
-KILN_GROUP_TARGET void DotAvx512(GgmlType type, const uint8_t* groups, int64_t num_groups, int64_t k, const Q8Rows& x,
-                                 const uint8_t* xu, int64_t tokens, float* y, int64_t ldy) {
-  const int64_t bytes = RowGroupBytes(type, k);
-  if (type == GgmlType::kQ6_K) {
-    EachGroup<4>(num_groups, tokens, y, [&](int64_t g, int64_t t, float* yg, auto kt) {
-      Q6KGroupTokens<decltype(kt)::value>(groups + g * bytes, k, x, xu, t, yg, ldy);
-    });
-  } else {
-    EachGroup<4>(num_groups, tokens, y, [&](int64_t g, int64_t t, float* yg, auto kt) {
-      Q4KGroupTokens<decltype(kt)::value>(groups + g * bytes, k, x, t, yg, ldy);
-    });
-  }
+void DotAvx512(GgmlType type, const uint8_t* groups, int64_t num_groups, int64_t k, const Q8Rows& x, const uint8_t* xu,
+               int64_t tokens, float* y, int64_t ldy) {
+  DotFamily<Avx512, 4>(type, groups, num_groups, k, x, xu, tokens, y, ldy);
 }
 
 }  // namespace kiln::cpu::row_groups
