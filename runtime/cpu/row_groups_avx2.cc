@@ -143,23 +143,19 @@ KILN_GROUP_TARGET void Q6KGroupTokens(const uint8_t* group, int64_t k, const Q8R
   for (int t = 0; t < kT; ++t) _mm256_storeu_ps(y + (t0 + t) * ldy, acc[t]);
 }
 
-struct Avx2 {
+// What DotFamily calls: this file's kernels.
+struct Kernels {
   template <int kT>
-  static void Q4K(const uint8_t* group, int64_t k, const Q8Rows& x, int64_t t0, float* y, int64_t ldy) {
-    Q4KGroupTokens<kT>(group, k, x, t0, y, ldy);
-  }
+  static constexpr auto Q4K = Q4KGroupTokens<kT>;
   template <int kT>
-  static void Q6K(const uint8_t* group, int64_t k, const Q8Rows& x, const uint8_t* xu, int64_t t0, float* y,
-                  int64_t ldy) {
-    Q6KGroupTokens<kT>(group, k, x, xu, t0, y, ldy);
-  }
+  static constexpr auto Q6K = Q6KGroupTokens<kT>;
 };
 
 }  // namespace
 
 void DotAvx2(GgmlType type, const uint8_t* groups, int64_t num_groups, int64_t k, const Q8Rows& x, const uint8_t* xu,
              int64_t tokens, float* y, int64_t ldy) {
-  DotFamily<Avx2, 2>(type, groups, num_groups, k, x, xu, tokens, y, ldy);
+  DotFamily<Kernels, 2>(type, groups, num_groups, k, x, xu, tokens, y, ldy);
 }
 
 }  // namespace kiln::cpu::row_groups
