@@ -98,11 +98,7 @@ int RunCompile(int argc, char** argv) {
       .Option("dump-ir", "WHEN", "after-all: write the IR after import and after every pass")
       .Option("dump-dir", "DIR", "where --dump-ir writes NN-<pass>.mlir", "kiln-ir")
       .Flag("print-pipeline", "print the pass pipeline and exit");
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("compile", std::string(s.message()));
-  if (args.help_requested()) {
-    std::printf("%s", args.Help().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
 
   compiler::PipelineOptions options;
   options.quant = args.Get("quant");

@@ -140,6 +140,19 @@ absl::StatusOr<double> ArgParser::GetDouble(const std::string& name) const {
   return out;
 }
 
+std::optional<int> ArgParser::ParseOrExit(int argc, char** argv) {
+  if (absl::Status s = Parse(argc, argv); !s.ok()) return Fail(command_, std::string(s.message()));
+  if (help_) {
+    std::printf("%s", Help().c_str());
+    return 0;
+  }
+  if (FindSpec("--output-format") != nullptr) {
+    const std::string format = Get("output-format");
+    if (format != "text" && format != "json") return Fail(command_, "--output-format takes text or json");
+  }
+  return std::nullopt;
+}
+
 int Fail(const std::string& command, const std::string& message) {
   std::fprintf(stderr, "kiln %s: %s\n", command.c_str(), message.c_str());
   std::fprintf(stderr, "(see 'kiln %s --help')\n", command.c_str());

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,11 @@ class ArgParser {
 
   // Parses argv[1..argc). After it, help_requested() says whether to print Help().
   absl::Status Parse(int argc, char** argv);
+  // Every subcommand's start: parses argv and, where the command should stop
+  // there, returns its exit code: 0 after printing Help() for --help, 1
+  // after Fail() for a bad argument or an --output-format other than text
+  // or json (where the command has that option).
+  std::optional<int> ParseOrExit(int argc, char** argv);
   bool help_requested() const { return help_; }
   std::string Help() const;
 

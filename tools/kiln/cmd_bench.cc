@@ -132,13 +132,8 @@ int RunBench(int argc, char** argv) {
       .Option("output-format", "FORMAT", "text or json", "text")
       .Flag("probe", "measure the device's bandwidth and matrix rate first")
       .Flag("profile", "after decode, time each kernel of one decode step on the GPU (vulkan: timestamps)");
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("bench", std::string(s.message()));
-  if (args.help_requested()) {
-    std::printf("%s", args.Help().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   const std::string format = args.Get("output-format");
-  if (format != "text" && format != "json") return Fail("bench", "--output-format takes text or json");
   std::vector<int64_t> prompts;
   for (absl::string_view p : absl::StrSplit(args.Get("prompt"), ',', absl::SkipEmpty())) {
     int64_t n = 0;

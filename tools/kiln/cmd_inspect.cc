@@ -160,11 +160,7 @@ int RunInspect(int argc, char** argv) {
   args.Positional("MODEL", "a GGUF file or a .kiln artifact")
       .Flag("metadata", "also print every metadata key")
       .Flag("tensors", "also list every tensor");
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("inspect", std::string(s.message()));
-  if (args.help_requested()) {
-    absl::PrintF("%s", args.Help().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   const std::string path = args.Get("MODEL");
   if (LooksLikeArtifact(path)) return InspectArtifact(path);
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);

@@ -35,13 +35,8 @@ int RunPerplexity(int argc, char** argv) {
               "MODEL's next-token distributions from its, and how often their most likely tokens agree")
       .Option("reference-weights", "FILE", "for a program-only reference artifact: the model file of its weights");
   AddModelOptions(args).Option("output-format", "FORMAT", "text or json (one object at the end)", "text");
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("perplexity", std::string(s.message()));
-  if (args.help_requested()) {
-    std::printf("%s", args.Help().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   const std::string format = args.Get("output-format");
-  if (format != "text" && format != "json") return Fail("perplexity", "--output-format takes text or json");
   if (!args.Has("file")) return Fail("perplexity", "missing -f FILE (the text to score)");
   absl::StatusOr<int64_t> ctx = args.GetInt("ctx-size");
   absl::StatusOr<int64_t> chunks = args.GetInt("chunks");

@@ -60,13 +60,8 @@ int RunRun(int argc, char** argv) {
               "longest draft per step (the draft length adapts below it; at --temp 0 drafting pauses while it "
               "measures slower than plain steps)",
               "8");
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("run", std::string(s.message()));
-  if (args.help_requested()) {
-    std::printf("%s", args.Help().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   const std::string format = args.Get("output-format");
-  if (format != "text" && format != "json") return Fail("run", "--output-format takes text or json");
   const bool interactive = args.GetFlag("interactive");
   if (interactive) {
     if (args.Has("prompt") || args.Has("file")) {

@@ -55,11 +55,7 @@ int RunServe(int argc, char** argv) {
       .Option("draft-max", "N", "longest draft per sequence and step (it adapts below this)", "8")
       .Option("spec-budget", "N",
               "tokens a step may hold with drafts (auto: the memory-bound range, measured at startup)", "auto");
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("serve", std::string(s.message()));
-  if (args.help_requested()) {
-    std::printf("%s", args.Help().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   int64_t port, budget, decoding_budget, running, max_tokens, max_body, threads, draft_max, spec_budget = 0;
   for (auto [flag, out] : {std::pair<const char*, int64_t*>{"port", &port},
                            {"token-budget", &budget}, {"decoding-step-budget", &decoding_budget},

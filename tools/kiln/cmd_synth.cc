@@ -22,11 +22,7 @@ int RunSynth(int argc, char** argv) {
               "f16")
       .Option("seed", "N", "random seed", "1")
       .Option("threads", "N", "worker threads (0: all cores)", "0");
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("synth", std::string(s.message()));
-  if (args.help_requested()) {
-    std::printf("%s", args.Help().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   if (!args.Has("output")) return Fail("synth", "missing -o FILE");
   absl::StatusOr<SynthPreset> preset = FindSynthPreset(args.Get("preset"));
   if (!preset.ok()) return Fail("synth", std::string(preset.status().message()));

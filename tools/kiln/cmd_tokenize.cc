@@ -39,11 +39,7 @@ int RunTokenize(int argc, char** argv) {
       .Option("chat-template", "NAME", "chatml|llama3, overriding what the model's metadata names")
       .Option("system", "TEXT", "with --chat: a system message before the user message")
       .Flag("show-pieces", "after the ids, print each token's id and text, one per line");
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) return Fail("tokenize", std::string(s.message()));
-  if (args.help_requested()) {
-    std::printf("%s", args.Help().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit = args.ParseOrExit(argc, argv)) return *exit;
   if (args.Has("text-file") == args.Has("prompt")) return Fail("tokenize", "give exactly one of --text-file and -p");
   std::string text;
   if (args.Has("text-file")) {
