@@ -56,6 +56,9 @@ class Artifact {
   const std::string& name() const { return name_; }
   uint32_t version() const { return version_; }
   uint64_t file_size() const { return bytes_.size(); }
+  // Whether the bytes are a read-only mapping of the file (Open), whose
+  // pages a reader may drop and have read back from the file.
+  bool file_mapped() const { return mapping_ != nullptr; }
 
   // In table order.
   const std::vector<ArtifactSection>& sections() const { return sections_; }

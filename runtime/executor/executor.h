@@ -22,6 +22,9 @@ namespace kiln {
 struct WeightBytes {
   cpu::WeightStorage storage;
   std::span<const uint8_t> data;
+  // The bytes lie in a read-only private mapping of a file: pages dropped
+  // from the process (madvise MADV_DONTNEED) come back from the file.
+  bool file_mapped = false;
 };
 // Looks a weight up by name (in a GGUF file or an artifact).
 using WeightSource = std::function<absl::StatusOr<WeightBytes>(const std::string& name)>;

@@ -32,7 +32,7 @@ WeightSource GgufWeights(std::shared_ptr<const GgufFile> gguf) {
   return [gguf](const std::string& name) -> absl::StatusOr<WeightBytes> {
     const GgufTensor* t = gguf->FindTensor(name);
     if (t == nullptr) return absl::NotFoundError(absl::StrCat(gguf->name(), ": tensor '", name, "' not found"));
-    return WeightBytes{cpu::WeightStorage::Ggml(t->type), t->bytes()};
+    return WeightBytes{cpu::WeightStorage::Ggml(t->type), t->bytes(), gguf->file_mapped()};
   };
 }
 
@@ -98,7 +98,7 @@ absl::StatusOr<Program> LoadArtifactProgram(const std::string& path, const std::
     if (w == nullptr) return absl::NotFoundError(absl::StrCat(path, ": weight '", name, "' is not in the artifact"));
     absl::StatusOr<cpu::WeightStorage> storage = cpu::ParseWeightStorage(w->storage);
     if (!storage.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": weight '", name, "': ", storage.status().message()));
-    return WeightBytes{*storage, w->data};
+    return WeightBytes{*storage, w->data, keep->file_mapped()};
   };
   program.description = absl::StrCat(path, " (artifact)");
   return program;

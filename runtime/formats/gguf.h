@@ -105,6 +105,9 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return file_size_; }
+  // Whether the bytes are a read-only mapping of the file (Open), whose
+  // pages a reader may drop and have read back from the file.
+  bool file_mapped() const { return mapping_ != nullptr; }
 
   // Metadata, in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }

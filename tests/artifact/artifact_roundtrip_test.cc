@@ -91,6 +91,14 @@ TEST(ArtifactRoundTrip, WeightsKeepTheirBytesShapeAndStorage) {
     EXPECT_EQ(std::vector<uint8_t>(got.data.begin(), got.data.end()), want.bytes) << got.name;
   }
   EXPECT_EQ((*a)->FindWeight("output.weight"), nullptr);
+  // Opened from the file, its pages can be dropped and read back (the CPU
+  // executor does, for weights it has repacked); parsed from memory, not.
+  EXPECT_TRUE((*a)->file_mapped());
+  const std::string text = testing::ReadFileOrDie(path);
+  const std::vector<uint8_t> copy(text.begin(), text.end());
+  absl::StatusOr<std::unique_ptr<Artifact>> parsed = Artifact::Parse(copy, "copy");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_FALSE((*parsed)->file_mapped());
 
   // The quantised tensors decode from the mapped file to their source values.
   const ArtifactWeight* q8 = (*a)->FindWeight("token_embd.weight");

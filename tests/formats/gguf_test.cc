@@ -173,6 +173,14 @@ TEST(GgufWriter, WritesFileAtomically) {
   EXPECT_EQ((*f)->alignment(), 64u);
   EXPECT_EQ((*f)->data_offset() % 64, 0u);
   EXPECT_EQ((*f)->FindTensor("t")->data[0], 9);
+  // Opened from the file, its pages can be dropped and read back (the CPU
+  // executor does, for weights it has repacked); parsed from memory, not.
+  EXPECT_TRUE((*f)->file_mapped());
+  const std::string text = testing::ReadFileOrDie(path);
+  const std::vector<uint8_t> copy(text.begin(), text.end());
+  absl::StatusOr<std::unique_ptr<GgufFile>> parsed = GgufFile::Parse(copy, "copy");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_FALSE((*parsed)->file_mapped());
 }
 
 // --- malformed files: each defect has its own message -----------------------
