@@ -12,12 +12,17 @@
 // RUN: not kiln-opt %s --kiln-quantize="quant=int4 group-size=12" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADGROUP
 // RUN: not kiln-opt %s -split-input-file --kiln-quantize="override=attn_v=q4_k" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADOVR
 // RUN: kiln-opt %s --kiln-quantize="override=attn_vv=q8_0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNUSED
+// int2 is worth a warning (round-to-nearest, no importance matrix); int4 is not:
+// RUN: kiln-opt %s --kiln-quantize="quant=int2 group-size=32" -o /dev/null 2>&1 | FileCheck %s --check-prefix=INT2
+// RUN: kiln-opt %s --kiln-quantize="quant=int4" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOINT2 --allow-empty
 
 // BADQ: error: kiln-quantize: unknown quant 'q3_k'; valid values: f16, bf16, q8_0, q4_k, int4, int2
 // BADTYPE: error: kiln-quantize: override 'attn_v=q9' names unknown storage 'q9'; valid types: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, int4, int2
 // BADFORM: error: kiln-quantize: override 'attn_v' is not NAME_SUBSTRING=TYPE
 // BADGROUP: error: kiln-quantize: storage int4 needs a group size that is a positive multiple of 8, got 12
 // UNUSED: warning: kiln-quantize: override 'attn_vv=q8_0' matches no 2-D weight
+// INT2: warning: kiln-quantize: {{[0-9]+}} weights stored as int2 (group 32): each group rounded to the nearest of 4 levels
+// NOINT2-NOT: stored as int2
 
 // The weights of one llama layer and an untied head, rows of 256 elements
 // (one k-quant block).
