@@ -65,12 +65,6 @@ absl::StatusOr<size_t> ValidateStepBatch(const Plan& plan, int64_t num_pages, co
     return absl::InvalidArgumentError("step: the batch's arrays disagree in size");
   }
   for (int64_t s = 0; s < S; ++s) {
-    // An empty sequence has no position for the GPU attention kernels to
-    // find its rows by, and nothing to compute.
-    if (batch.query_starts[s + 1] == batch.query_starts[s]) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("step: sequence %d has no tokens; a step holds only sequences with tokens to run", s));
-    }
     if (batch.query_starts[s + 1] < batch.query_starts[s] ||
         batch.context_lens[s] > batch.pages_per_seq * plan.pool.page_size ||
         batch.context_lens[s] > plan.pool.max_tokens) {

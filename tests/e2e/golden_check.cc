@@ -201,28 +201,6 @@ TEST_F(GoldenCheck, StepRefusesASequenceWhoseTokensSkipAPosition) {
   EXPECT_TRUE(ex->Step(b).ok());
 }
 
-// A sequence with no tokens in the step is refused, not run as zero rows.
-TEST_F(GoldenCheck, StepRefusesASequenceWithNoTokens) {
-  std::unique_ptr<CpuExecutor> ex = Load("stories260K", 256);
-  if (ex == nullptr) GTEST_SKIP() << "no stories260K under " << testing::TestDataDir();
-  StepBatch b;
-  b.tokens = {1, 2};
-  b.positions = {0, 1};
-  b.query_starts = {0, 2, 2};
-  b.context_lens = {2, 3};
-  b.pages_per_seq = 1;
-  b.block_tables = {0, 1};
-  b.logit_rows = {1};
-  absl::StatusOr<std::span<const float>> logits = ex->Step(b);
-  ASSERT_FALSE(logits.ok());
-  EXPECT_EQ(logits.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(logits.status().message().find("sequence 1 has no tokens"), std::string_view::npos) << logits.status();
-  b.query_starts = {0, 2};
-  b.context_lens = {2};
-  b.block_tables = {0};
-  EXPECT_TRUE(ex->Step(b).ok());
-}
-
 // Counts which entry point a caller uses; the work is the CPU executor's.
 class CountingExecutor : public Executor {
  public:
