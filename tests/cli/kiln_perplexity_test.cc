@@ -180,5 +180,76 @@ TEST(KilnPerplexity, QuantisedRowsInGroupsOfEightGiveTheStoredRowsFigures) {
   }
 }
 
+// An artifact compiled for the CPU alone holds the matmuls' q4_K / q6_K
+// weights already in groups of eight ("q4_K:rows8" in kiln inspect), read
+// where they lie: the figures are the bits of the model file's run, grouped
+// at load, and with KILN_CPU_ROW_GROUPS=0 (the groups unpacked at load)
+// those of the stored rows. An artifact for a GPU target too keeps them as
+// stored, and the embedding table (gathered row by row) always does.
+TEST(KilnPerplexity, ArtifactsForTheCpuHoldTheRowGroupsWithTheSameFigures) {
+  const std::filesystem::path dir = testing::ScratchDir("cli_artifact_row_groups");
+  const std::filesystem::path text = dir / "text.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 40; ++i) out << "The kiln fires the clay slowly, and the potter waits by the door. ";
+  }
+  for (const char* type : {"q4_k", "q6_k"}) {
+    SCOPED_TRACE(type);
+    const std::string name = type == std::string("q4_k") ? "q4_K" : "q6_K";
+    const std::string model = (dir / (std::string(type) + ".gguf")).string();
+    const std::string artifact = (dir / (std::string(type) + ".kiln")).string();
+    ASSERT_EQ(RunKiln("synth --preset tiny --seed 5 --type " + std::string(type) + " -o " + Quote(model)).exit_code, 0);
+    ASSERT_EQ(RunKiln("compile " + Quote(model) + " -o " + Quote(artifact)).exit_code, 0);
+    const testing::CommandResult inspect = RunKiln("inspect " + Quote(artifact));
+    EXPECT_THAT(inspect.output, ::testing::ContainsRegex(name + ":rows8 +15 tensors")) << inspect.output;
+    EXPECT_THAT(inspect.output, ::testing::ContainsRegex(name + " +1 tensors")) << "the embedding table, as stored";
+    auto ppl = [&](const std::string& m, const char* groups) {
+      const testing::ScopedEnv env("KILN_CPU_ROW_GROUPS", groups);
+      const testing::CommandResult r = RunKiln("perplexity " + Quote(m) + " -f " + Quote(text.string()) +
+                                               " -c 64 --chunks 4 --backend cpu --threads 2 --output-format json");
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      absl::StatusOr<JsonValue> j = JsonLine(r.output);
+      EXPECT_TRUE(j.ok()) << r.output;
+      return j.ok() ? std::pair(j->Find("ppl")->number(), j->Find("backend")->string_value())
+                    : std::pair(0.0, std::string());
+    };
+    const auto [file_grouped, backend] = ppl(model, "1");
+    if (backend.find("int8 activations") == std::string::npos) GTEST_SKIP() << "no integer kernels here: " << backend;
+    const auto [artifact_grouped, artifact_backend] = ppl(artifact, "1");
+    EXPECT_THAT(artifact_backend, HasSubstr(name + " rows in groups of 8"));
+    EXPECT_EQ(artifact_grouped, file_grouped);
+    const auto [file_stored, unused] = ppl(model, "0");
+    const auto [artifact_stored, stored_backend] = ppl(artifact, "0");
+    EXPECT_THAT(stored_backend, ::testing::Not(HasSubstr("groups of 8")));
+    EXPECT_EQ(artifact_stored, file_stored);
+    EXPECT_NE(artifact_stored, artifact_grouped) << "the two paths round differently";
+  }
+  const std::string gpu = (dir / "q4_k-vulkan.kiln").string();
+  const testing::CommandResult compiled =
+      RunKiln("compile " + Quote((dir / "q4_k.gguf").string()) + " --target cpu,vulkan -o " + Quote(gpu));
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
+  EXPECT_THAT(RunKiln("inspect " + Quote(gpu)).output, ::testing::Not(HasSubstr(":rows8")));
+  // A GPU program bound to the CPU artifact's weights gets them unpacked:
+  // the figures of the same program bound to the model file.
+  const std::string program = (dir / "q4_k-vulkan.prog.kiln").string();
+  ASSERT_EQ(
+      RunKiln("compile " + Quote((dir / "q4_k.gguf").string()) + " --target vulkan --program-only -o " + Quote(program))
+          .exit_code,
+      0);
+  auto vulkan_ppl = [&](const std::string& weights) {
+    return RunKiln("perplexity " + Quote(program) + " --weights " + Quote(weights) + " -f " + Quote(text.string()) +
+                   " -c 64 --chunks 2 --backend vulkan --output-format json");
+  };
+  const testing::CommandResult from_file = vulkan_ppl((dir / "q4_k.gguf").string());
+  if (from_file.exit_code != 0 && (from_file.output.find("no Vulkan") != std::string::npos ||
+                                   from_file.output.find("libvulkan") != std::string::npos)) {
+    GTEST_SKIP() << "no Vulkan device: " << from_file.output;
+  }
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.output;
+  const testing::CommandResult from_groups = vulkan_ppl((dir / "q4_k.kiln").string());
+  ASSERT_EQ(from_groups.exit_code, 0) << from_groups.output;
+  EXPECT_EQ(JsonLine(from_groups.output)->Find("ppl")->number(), JsonLine(from_file.output)->Find("ppl")->number());
+}
+
 }  // namespace
 }  // namespace kiln
