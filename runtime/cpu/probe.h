@@ -1,5 +1,6 @@
-// The CPU's ceilings, measured: memory bandwidth (a large parallel copy,
-// bytes read plus written) and the arithmetic peak of every thread at once
+// The CPU's ceilings, measured: memory bandwidth (a large buffer read by
+// every thread at once, as a decode step streams its weights) and the
+// arithmetic peak of every thread at once
 // for the matmuls' instructions, f32 FMAs and the integer kernel's
 // multiply-adds (peak.h). `kiln bench --probe` prints the CPU backend's
 // figures against these.
