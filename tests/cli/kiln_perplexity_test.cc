@@ -138,15 +138,6 @@ TEST(KilnPerplexity, RefusesWhatCannotBeScored) {
   }
 }
 
-// A text of 40 repeats of one sentence in dir, for the synthetic models'
-// perplexity.
-std::filesystem::path WriteRepeatedText(const std::filesystem::path& dir) {
-  const std::filesystem::path text = dir / "text.txt";
-  std::ofstream out(text);
-  for (int i = 0; i < 40; ++i) out << "The kiln fires the clay slowly, and the potter waits by the door. ";
-  return text;
-}
-
 // The CPU executor repacks q4_K and q6_K weights at load into rows in groups
 // of eight (runtime/cpu/row_groups.h) and says so on its backend line; the
 // figures are those of the stored rows (KILN_CPU_ROW_GROUPS=0) within 1e-3
@@ -156,7 +147,11 @@ std::filesystem::path WriteRepeatedText(const std::filesystem::path& dir) {
 // weights (256 and 512 columns) are all grouped; stories260K's (64) never.
 TEST(KilnPerplexity, QuantisedRowsInGroupsOfEightGiveTheStoredRowsFigures) {
   const std::filesystem::path dir = testing::ScratchDir("cli_row_groups");
-  const std::filesystem::path text = WriteRepeatedText(dir);
+  const std::filesystem::path text = dir / "text.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 40; ++i) out << "The kiln fires the clay slowly, and the potter waits by the door. ";
+  }
   for (const char* type : {"q4_k", "q6_k"}) {
     SCOPED_TRACE(type);
     const std::string model = (dir / (std::string(type) + ".gguf")).string();
@@ -193,7 +188,11 @@ TEST(KilnPerplexity, QuantisedRowsInGroupsOfEightGiveTheStoredRowsFigures) {
 // stored, and the embedding table (gathered row by row) always does.
 TEST(KilnPerplexity, ArtifactsForTheCpuHoldTheRowGroupsWithTheSameFigures) {
   const std::filesystem::path dir = testing::ScratchDir("cli_artifact_row_groups");
-  const std::filesystem::path text = WriteRepeatedText(dir);
+  const std::filesystem::path text = dir / "text.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 40; ++i) out << "The kiln fires the clay slowly, and the potter waits by the door. ";
+  }
   for (const char* type : {"q4_k", "q6_k"}) {
     SCOPED_TRACE(type);
     const std::string name = type == std::string("q4_k") ? "q4_K" : "q6_K";
