@@ -27,21 +27,6 @@ std::optional<uint64_t> RowBytes(const StorageName& storage, uint64_t n) {
 }  // namespace
 
 absl::StatusOr<uint64_t> StorageBytes(std::string_view storage, std::span<const int64_t> shape) {
-  if (storage.ends_with(kRowGroupsSuffix)) {
-    const std::optional<StorageName> type =
-        ParseStorageName(storage.substr(0, storage.size() - kRowGroupsSuffix.size()));
-    std::optional<uint64_t> bytes;
-    if (type && !type->grouped && shape.size() == 2 && shape[0] >= 1 && shape[1] >= 1) {
-      bytes = RowGroupsWeightBytes(type->ggml, static_cast<uint64_t>(shape[0]), static_cast<uint64_t>(shape[1]));
-    }
-    if (!bytes) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "storage '%s' with shape [%s]: rows in groups of eight are q4_K or q6_K matrices of a multiple of 256 "
-          "columns",
-          absl::CHexEscape(std::string(storage)), absl::StrJoin(shape, ", ")));
-    }
-    return *bytes;
-  }
   const std::optional<StorageName> parsed = ParseStorageName(storage);
   if (!parsed) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -108,10 +108,6 @@ absl::Status Matmul(const float* x, int64_t tokens, const WeightMatrix& w, float
     // Rows in groups of eight where the weight has them, the rest one by one.
     const GgmlType type = w.storage.ggml;
     const int64_t groups = w.row_groups != nullptr && HasRowGroupKernel(type) ? n / kRowGroupRows : 0;
-    if (w.rows_only_in_groups && groups * kRowGroupRows != n - n % kRowGroupRows) {
-      return absl::InternalError(
-          "Matmul: the weight's rows are in groups of eight only, and no kernel here reads them");
-    }
     if (groups > 0) {
       const int64_t grain = std::max<int64_t>(1, RowGrain(n, k, tokens, pool.num_threads()) / kRowGroupRows);
       pool.ParallelFor(groups, grain, [&](int64_t begin, int64_t end) {
@@ -134,9 +130,6 @@ absl::Status Matmul(const float* x, int64_t tokens, const WeightMatrix& w, float
       }
     });
     return absl::OkStatus();
-  }
-  if (w.rows_only_in_groups) {
-    return absl::InternalError("Matmul: the weight's rows are in groups of eight only, and no kernel here reads them");
   }
   const RowDotFn dot = FindRowDot(w.storage, MatmulIsa(w.storage, isa));
   const int64_t group = w.storage.group;

@@ -18,15 +18,14 @@ using row_groups::kQ6KBlockBytes;
 
 // Calls pack(o, r, b) for every super-block of groups [first, last) and
 // each of its rows r: b the row's stored block (block_bytes a block), o the
-// group's packed super-block in `groups`. Rows and Groups are const where
-// that side is read.
-template <class Rows, class Groups, class Pack>
-void EachRowBlock(GgmlType type, Rows* rows, int64_t k, int64_t first, int64_t last, int64_t block_bytes,
-                  int64_t packed_bytes, Groups* groups, Pack pack) {
+// group's packed super-block in out.
+template <class Pack>
+void EachRowBlock(GgmlType type, const uint8_t* rows, int64_t k, int64_t first, int64_t last, int64_t block_bytes,
+                  int64_t packed_bytes, uint8_t* out, Pack pack) {
   const int64_t supers = k / 256, row_bytes = supers * block_bytes;
   for (int64_t g = first; g < last; ++g) {
     for (int64_t s = 0; s < supers; ++s) {
-      Groups* o = groups + g * RowGroupBytes(type, k) + s * packed_bytes;
+      uint8_t* o = out + g * RowGroupBytes(type, k) + s * packed_bytes;
       for (int r = 0; r < kRowGroupRows; ++r) pack(o, r, rows + (g * kRowGroupRows + r) * row_bytes + s * block_bytes);
     }
   }
@@ -86,35 +85,6 @@ void PackQ6KBlock(uint8_t* o, int r, const uint8_t* b) {
   }
 }
 
-void UnpackQ4KBlock(const uint8_t* o, int r, uint8_t* b) {
-  std::memcpy(b, o + 2 * r, 2);
-  std::memcpy(b + 2, o + row_groups::kQ4KDmin + 2 * r, 2);
-  int scale[8], min[8];
-  for (int j = 0; j < 8; ++j) {
-    scale[j] = o[row_groups::kQ4KScales + 8 * j + r];
-    min[j] = o[row_groups::kQ4KMins + 8 * j + r];
-  }
-  PutScaleMinK4(b + 4, scale, min);
-  for (int c = 0; c < 16; ++c) {
-    std::memcpy(b + 16 + 32 * (c / 4) + 8 * (c % 4), o + row_groups::kQ4KCodes + 64 * c + 8 * r, 8);
-  }
-}
-
-// The offset c is the codes' and scales' (PackQ6KBlock), so it has no
-// place in the stored block.
-void UnpackQ6KBlock(const uint8_t* o, int r, uint8_t* b) {
-  std::memcpy(b + 208, o + 2 * r, 2);
-  for (int sub = 0; sub < 16; ++sub) b[192 + sub] = o[row_groups::kQ6KScales + 8 * sub + r];
-  for (int h = 0; h < 2; ++h) {
-    for (int l0 = 0; l0 < 32; l0 += 8) {
-      const int chunk = 3 * (4 * h + l0 / 8);
-      std::memcpy(b + 64 * h + l0, o + row_groups::kQ6KCodes + 64 * chunk + 8 * r, 8);
-      std::memcpy(b + 64 * h + 32 + l0, o + row_groups::kQ6KCodes + 64 * (chunk + 1) + 8 * r, 8);
-      std::memcpy(b + 128 + 32 * h + l0, o + row_groups::kQ6KCodes + 64 * (chunk + 2) + 8 * r, 8);
-    }
-  }
-}
-
 }  // namespace
 
 bool HasRowGroupKernel(GgmlType type, Q8Kernel kernel) {
@@ -124,21 +94,12 @@ bool HasRowGroupKernel(GgmlType type, Q8Kernel kernel) {
 int64_t RowGroupBytes(GgmlType type, int64_t k) {
   return k / 256 * (type == GgmlType::kQ6_K ? kQ6KBlockBytes : kQ4KBlockBytes);
 }
-static_assert(kQ4KBlockBytes == 1184 && kQ6KBlockBytes == 1712, "as RowGroupsWeightBytes in runtime/formats/quant.h");
 
 void PackRowGroups(GgmlType type, const uint8_t* rows, int64_t k, int64_t first, int64_t last, uint8_t* out) {
   if (type == GgmlType::kQ6_K) {
     EachRowBlock(type, rows, k, first, last, 210, kQ6KBlockBytes, out, PackQ6KBlock);
   } else {
     EachRowBlock(type, rows, k, first, last, 144, kQ4KBlockBytes, out, PackQ4KBlock);
-  }
-}
-
-void UnpackRowGroups(GgmlType type, const uint8_t* groups, int64_t k, int64_t first, int64_t last, uint8_t* rows) {
-  if (type == GgmlType::kQ6_K) {
-    EachRowBlock(type, rows, k, first, last, 210, kQ6KBlockBytes, groups, UnpackQ6KBlock);
-  } else {
-    EachRowBlock(type, rows, k, first, last, 144, kQ4KBlockBytes, groups, UnpackQ4KBlock);
   }
 }
 

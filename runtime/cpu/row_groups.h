@@ -44,11 +44,6 @@ int64_t RowGroupBytes(GgmlType type, int64_t k);
 // Writes groups [first, last) of `rows` of `type` (stored back to back, k a
 // multiple of 256) to out, group g at out + g * RowGroupBytes(type, k).
 void PackRowGroups(GgmlType type, const uint8_t* rows, int64_t k, int64_t first, int64_t last, uint8_t* out);
-// The inverse: rows 8 first .. 8 last of the stored form (rows of k columns
-// back to back, row 0 at `rows`) from groups [first, last) at `groups`.
-void UnpackRowGroups(GgmlType type, const uint8_t* groups, int64_t k, int64_t first, int64_t last, uint8_t* rows);
-// (A whole weight in groups, as an artifact holds it: RowGroupsWeightBytes
-// and kRowGroupsSuffix in runtime/formats/quant.h.)
 
 // y[t * ldy + 8 g + r] = row r of group g (of `num_groups`) dotted with
 // token row t of x (quantised for the type: Q8GroupOf 256), for t < tokens.

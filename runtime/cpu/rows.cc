@@ -11,9 +11,6 @@ namespace kiln::cpu {
 
 absl::Status EmbeddingLookup(const WeightMatrix& table, const int32_t* tokens, int64_t count,
                              float* out) {
-  if (table.rows_only_in_groups) {
-    return absl::InternalError("EmbeddingLookup: the table's rows are in groups of eight only");
-  }
   const std::optional<uint64_t> row_bytes = table.storage.RowBytes(table.cols);
   if (!row_bytes) {
     return absl::InvalidArgumentError(

@@ -46,9 +46,6 @@ struct WeightMatrix {
   // first rows - rows % 8 rows again as groups of eight (row_groups.h),
   // which the int8 matmuls read instead of `data`.
   const uint8_t* row_groups = nullptr;
-  // The first rows - rows % 8 rows are in row_groups only (an artifact that
-  // holds them so, read in place): `data` is valid from that row on.
-  bool rows_only_in_groups = false;
 };
 
 // Parses the plan's storage names: a ggml type name (case ignored: "q4_k",

@@ -297,23 +297,19 @@ absl::Status CudaExecutor::BindWeights(const WeightSource& weights, uint64_t* of
     }
   }
   for (const PlanWeight& w : plan_.weights) {
-    absl::StatusOr<WeightBytes> fetched = weights(w.name);
-    if (!fetched.ok()) return fetched.status();
+    absl::StatusOr<WeightBytes> src = weights(w.name);
+    if (!src.ok()) return src.status();
     absl::StatusOr<cpu::WeightStorage> want = cpu::ParseWeightStorage(w.storage);
     if (!want.ok()) return absl::InvalidArgumentError(absl::StrCat("weight '", w.name, "': ", want.status().message()));
     DeviceWeight d;
     d.rows = w.shape.size() == 2 ? w.shape[0] : 1;
     d.cols = w.shape.empty() ? 0 : w.shape.back();
-    WeightUpload up;
-    // Rows a CPU artifact holds in groups of eight are unpacked into up.owned.
-    absl::StatusOr<WeightBytes> src = StoredRows(*fetched, d.rows, d.cols, up.owned);
-    if (!src.ok())
-      return absl::Status(src.status().code(), absl::StrCat("weight '", w.name, "': ", src.status().message()));
     const std::optional<uint64_t> src_row = src->storage.RowBytes(d.cols);
     if (!src_row || *src_row * d.rows != src->data.size()) {
       return absl::InvalidArgumentError(absl::StrFormat("weight '%s': %d bytes of %s do not hold the plan's [%d, %d]",
                                                         w.name, src->data.size(), src->storage.Name(), d.rows, d.cols));
     }
+    WeightUpload up;
     if (w.shape.size() == 1) {
       // Vectors (norm gains, biases) are read as f32 by every kernel.
       d.storage = "f32";

@@ -3,17 +3,14 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/artifact/artifact_writer.h"
-#include "runtime/cpu/row_groups.h"
 #include "runtime/executor/plan.h"
 #include "runtime/executor/repack.h"
 #include "runtime/formats/gguf.h"
 #include "runtime/formats/gguf_writer.h"
-#include "runtime/formats/quant.h"
 #include "runtime/formats/safetensors.h"
 
 namespace kiln {
@@ -73,22 +70,6 @@ absl::Status WriteArtifact(const std::string& path, const ArtifactContents& c,
   }
 
   if (c.program_only) return w.Write(path);
-  // For the CPU alone, the matmuls' q4_K and q6_K weights are written in the
-  // CPU's groups of eight rows, which it then reads where they lie (no
-  // packing at load, nor a second copy in memory; a CPU without the group
-  // kernels unpacks them). Not a weight any other launch reads (an
-  // embedding table gathers single rows).
-  std::set<std::string> matmul_only;
-  if (c.target == "cpu") {
-    std::set<std::string> other;
-    for (const PlanLaunch& l : plan->launches) {
-      const bool matmul = l.op == "matmul" || l.op == "fused_matmul";
-      for (const PlanBinding& b : l.bindings) {
-        if (b.kind == PlanBinding::Kind::kWeight) (matmul ? matmul_only : other).insert(b.name);
-      }
-    }
-    for (const std::string& name : other) matmul_only.erase(name);
-  }
   const size_t total = plan->weights.size();
   auto done = std::make_shared<size_t>(0);
   for (const PlanWeight& pw : plan->weights) {
@@ -112,36 +93,28 @@ absl::Status WriteArtifact(const std::string& path, const ArtifactContents& c,
     const int64_t rows = pw.shape.size() == 2 ? pw.shape[0] : 1;
     const int64_t cols = pw.shape.back();
     const bool same = from.Name() == to->Name();
-    const bool in_groups = matmul_only.contains(pw.name) && pw.shape.size() == 2 && !to->grouped &&
-                           rows >= cpu::kRowGroupRows && RowGroupsWeightBytes(to->ggml, rows, cols).has_value();
     const std::string name = pw.name;
-    const std::string storage = in_groups ? absl::StrCat(to->Name(), std::string(kRowGroupsSuffix)) : to->Name();
-    absl::Status added = w.AddWeight(
-        pw.name, storage, pw.shape, [=, keep_gguf = gguf, keep_hf = hf](std::span<uint8_t> dst) -> absl::Status {
-          // The rows as the plan stores them: the file's, or repacked.
-          std::span<const uint8_t> stored = bytes;
-          std::vector<uint8_t> repacked;
-          if (!same) {
-            absl::StatusOr<std::vector<uint8_t>> r = RepackWeight(from, *to, rows, cols, bytes);
-            if (!r.ok()) return r.status();
-            repacked = *std::move(r);
-            stored = repacked;
-          }
-          const uint64_t row_bytes = *to->RowBytes(cols);
-          if (stored.size() != row_bytes * rows) return absl::InternalError(absl::StrCat("weight '", name, "': size"));
-          if (in_groups) {
-            // dst's size is RowGroupsWeightBytes (the writer's StorageBytes).
-            const int64_t groups = rows / cpu::kRowGroupRows, head = groups * cpu::kRowGroupRows;
-            cpu::PackRowGroups(to->ggml, stored.data(), cols, 0, groups, dst.data());
-            const uint64_t tail = (rows - head) * row_bytes;
-            std::memcpy(dst.data() + dst.size() - tail, stored.data() + head * row_bytes, tail);
-          } else {
-            if (dst.size() != stored.size()) return absl::InternalError(absl::StrCat("weight '", name, "': size"));
-            std::memcpy(dst.data(), stored.data(), stored.size());
-          }
-          if (progress) progress(++*done, total);
-          return absl::OkStatus();
-        });
+    absl::Status added = w.AddWeight(pw.name, to->Name(), pw.shape,
+                                     [=, keep_gguf = gguf, keep_hf = hf](std::span<uint8_t> dst) -> absl::Status {
+                                       absl::Status status = absl::OkStatus();
+                                       if (same) {
+                                         if (dst.size() != bytes.size()) {
+                                           status = absl::InternalError(absl::StrCat("weight '", name, "': size"));
+                                         } else {
+                                           std::memcpy(dst.data(), bytes.data(), bytes.size());
+                                         }
+                                       } else {
+                                         absl::StatusOr<std::vector<uint8_t>> r =
+                                             RepackWeight(from, *to, rows, cols, bytes);
+                                         if (!r.ok()) return r.status();
+                                         if (r->size() != dst.size()) {
+                                           return absl::InternalError(absl::StrCat("weight '", name, "': repacked size"));
+                                         }
+                                         std::memcpy(dst.data(), r->data(), r->size());
+                                       }
+                                       if (progress) progress(++*done, total);
+                                       return status;
+                                     });
     if (!added.ok()) return added;
   }
   return w.Write(path);

@@ -118,40 +118,13 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(Plan plan, cons
   ex->activations_ = options.activations;
   const Plan& p = ex->plan_;
   for (const PlanWeight& w : p.weights) {
-    absl::StatusOr<WeightBytes> fetched = weights(w.name);
-    if (!fetched.ok()) return fetched.status();
+    absl::StatusOr<WeightBytes> src = weights(w.name);
+    if (!src.ok()) return src.status();
     absl::StatusOr<cpu::WeightStorage> want = cpu::ParseWeightStorage(w.storage);
     if (!want.ok()) return absl::InvalidArgumentError(absl::StrCat("weight '", w.name, "': ", want.status().message()));
     BoundWeight b;
     b.rows = w.shape.size() == 2 ? w.shape[0] : 1;
     b.cols = w.shape.back();
-    if (fetched->row_groups && w.shape.size() == 2 && fetched->storage.Name() == want->Name() &&
-        UseRowGroups(options.activations, *want, b.rows, b.cols)) {
-      // An artifact's groups, read where they lie: nothing to pack or hold twice.
-      if (std::optional<uint64_t> size = RowGroupsWeightBytes(want->ggml, b.rows, b.cols);
-          !size || fetched->data.size() != *size) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("weight '%s': %d bytes of %s in rows of eight do not hold "
-                            "the plan's [%d, %d]",
-                            w.name, fetched->data.size(), want->Name(), b.rows, b.cols));
-      }
-      const int64_t groups = b.rows / cpu::kRowGroupRows;
-      b.storage = *want;
-      b.groups = fetched->data.data();
-      // The tail rows follow the groups; `data` is where row 0 would be.
-      b.data = b.groups + groups * (cpu::RowGroupBytes(want->ggml, b.cols) -
-                                    cpu::kRowGroupRows * static_cast<int64_t>(*want->RowBytes(b.cols)));
-      b.rows_only_in_groups = true;
-      PrefaultWeights(fetched->data.data(), fetched->data.size());
-      ex->weights_.emplace(w.name, std::move(b));
-      continue;
-    }
-    // Elsewhere rows held in groups are unpacked first (and the file's pages given back).
-    std::vector<uint8_t> unpacked;
-    absl::StatusOr<WeightBytes> src = StoredRows(*fetched, b.rows, b.cols, unpacked);
-    if (!src.ok())
-      return absl::Status(src.status().code(), absl::StrCat("weight '", w.name, "': ", src.status().message()));
-    if (fetched->row_groups) DropMappedWeightPages(*fetched);
     const std::optional<uint64_t> src_row = src->storage.RowBytes(b.cols);
     if (!src_row || *src_row * b.rows != src->data.size()) {
       return absl::InvalidArgumentError(absl::StrFormat("weight '%s': %d bytes of %s do not hold the plan's [%d, %d]",
@@ -173,10 +146,6 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(Plan plan, cons
       b.storage = *want;
       b.owned = *std::move(repacked);
       b.data = b.owned.data();
-    } else if (!unpacked.empty()) {
-      b.storage = *want;
-      b.owned = std::move(unpacked);
-      b.data = b.owned.data();
     } else {
       b.storage = *want;
       b.data = src->data.data();
@@ -191,7 +160,6 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(Plan plan, cons
             absl::StrFormat("weight '%s': no memory for its %d bytes of row groups", w.name, bytes));
       }
       uint8_t* out = b.row_groups.get();
-      b.groups = out;
       ex->pool_.ParallelFor(groups, 64, [&](int64_t first, int64_t last) {
         cpu::PackRowGroups(b.storage.ggml, b.data, b.cols, first, last, out);
       });
@@ -229,10 +197,10 @@ bool CpuExecutor::UsesIntegerKernels() const {
 }
 
 std::string CpuExecutor::Describe() const {
-  // The types whose rows are read in groups of eight (packed at load or the artifact's).
+  // The types whose rows were repacked in groups of eight at load.
   std::set<std::string> grouped;
   for (const auto& [name, w] : weights_) {
-    if (w.groups != nullptr) grouped.insert(w.storage.Name());
+    if (w.row_groups != nullptr) grouped.insert(w.storage.Name());
   }
   return absl::StrFormat(
       "cpu (%s, %d threads%s%s)", cpu::CpuIsaName(cpu::DetectCpuIsa()), pool_.num_threads(),
@@ -278,7 +246,7 @@ absl::Status CpuExecutor::RunLaunch(const PlanLaunch& l, const StepBatch& batch,
     return it == weights_.end() ? nullptr : &it->second;
   };
   auto matrix = [](const BoundWeight& w) {
-    return cpu::WeightMatrix{w.storage, w.data, w.rows, w.cols, w.groups, w.rows_only_in_groups};
+    return cpu::WeightMatrix{w.storage, w.data, w.rows, w.cols, w.row_groups.get()};
   };
   // y = x W^T for `rows` token rows, with this executor's activations.
   auto matmul = [&](const float* x, int64_t rows, const BoundWeight& w, float* y) {

@@ -58,11 +58,8 @@ class CpuExecutor final : public Executor {
     int64_t rows = 1, cols = 0;
     const uint8_t* data = nullptr;
     std::vector<uint8_t> owned;  // repacked bytes (and 1-D weights, as f32)
-    // q4_K / q6_K rows in groups of eight (cpu/row_groups.h): packed at
-    // load into row_groups (std::aligned_alloc), or in the artifact's mapping.
+    // q4_K / q6_K rows in groups of eight (cpu/row_groups.h), from std::aligned_alloc.
     std::unique_ptr<uint8_t, void (*)(void*)> row_groups{nullptr, std::free};
-    const uint8_t* groups = nullptr;
-    bool rows_only_in_groups = false;  // as cpu::WeightMatrix's
   };
   CpuExecutor(Plan plan, int threads) : plan_(std::move(plan)), pool_(threads) {}
   absl::Status RunLaunch(const PlanLaunch& launch, const StepBatch& batch, size_t bucket);

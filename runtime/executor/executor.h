@@ -25,9 +25,6 @@ struct WeightBytes {
   // The bytes lie in a read-only private mapping of a file: pages dropped
   // from the process (madvise MADV_DONTNEED) come back from the file.
   bool file_mapped = false;
-  // The rows are in groups of eight (cpu/row_groups.h; an artifact compiled
-  // for the CPU alone): the groups, then the rows % 8 last rows as stored.
-  bool row_groups = false;
 };
 // Looks a weight up by name (in a GGUF file or an artifact).
 using WeightSource = std::function<absl::StatusOr<WeightBytes>(const std::string& name)>;

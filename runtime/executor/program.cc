@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/artifact/artifact.h"
 #include "runtime/formats/gguf.h"
-#include "runtime/formats/quant.h"
 
 namespace kiln {
 
@@ -97,13 +96,9 @@ absl::StatusOr<Program> LoadArtifactProgram(const std::string& path, const std::
   program.weights = [keep, path](const std::string& name) -> absl::StatusOr<WeightBytes> {
     const ArtifactWeight* w = keep->FindWeight(name);
     if (w == nullptr) return absl::NotFoundError(absl::StrCat(path, ": weight '", name, "' is not in the artifact"));
-    // "q4_K:rows8": the rows in groups of eight (cpu/row_groups.h).
-    std::string_view storage_name = w->storage;
-    const bool row_groups = storage_name.ends_with(kRowGroupsSuffix);
-    if (row_groups) storage_name.remove_suffix(kRowGroupsSuffix.size());
-    absl::StatusOr<cpu::WeightStorage> storage = cpu::ParseWeightStorage(storage_name);
+    absl::StatusOr<cpu::WeightStorage> storage = cpu::ParseWeightStorage(w->storage);
     if (!storage.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": weight '", name, "': ", storage.status().message()));
-    return WeightBytes{*storage, w->data, keep->file_mapped(), row_groups};
+    return WeightBytes{*storage, w->data, keep->file_mapped()};
   };
   program.description = absl::StrCat(path, " (artifact)");
   return program;

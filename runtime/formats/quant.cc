@@ -446,6 +446,20 @@ void QuantQ3_K(const float* x, uint8_t* b) {
 // bytes[s + 4] (scale low, min high) and the top 2 bits are the top 2 bits of
 // bytes[s - 4] (scale) and bytes[s] (min).
 
+void PutScaleMinK4(uint8_t* t, const int* scale, const int* min) {
+  std::memset(t, 0, 12);
+  for (int s = 0; s < 8; ++s) {
+    if (s < 4) {
+      t[s] |= static_cast<uint8_t>(scale[s]);
+      t[s + 4] |= static_cast<uint8_t>(min[s]);
+    } else {
+      t[s + 4] = static_cast<uint8_t>((scale[s] & 0x0F) | ((min[s] & 0x0F) << 4));
+      t[s - 4] |= static_cast<uint8_t>((scale[s] >> 4) << 6);
+      t[s] |= static_cast<uint8_t>((min[s] >> 4) << 6);
+    }
+  }
+}
+
 // Shared by q4_K and q5_K: fits the eight 32-element sub-blocks, writes d,
 // dmin (at b, b + 2) and the scale table (at b + 4), and returns the effective
 // per-sub-block scale and min.
@@ -682,20 +696,6 @@ absl::StatusOr<Plan> MakePlan(const char* op, GgmlType type, size_t elems, size_
 
 }  // namespace
 
-void PutScaleMinK4(uint8_t* t, const int* scale, const int* min) {
-  std::memset(t, 0, 12);
-  for (int s = 0; s < 8; ++s) {
-    if (s < 4) {
-      t[s] |= static_cast<uint8_t>(scale[s]);
-      t[s + 4] |= static_cast<uint8_t>(min[s]);
-    } else {
-      t[s + 4] = static_cast<uint8_t>((scale[s] & 0x0F) | ((min[s] & 0x0F) << 4));
-      t[s - 4] |= static_cast<uint8_t>((scale[s] >> 4) << 6);
-      t[s] |= static_cast<uint8_t>((min[s] >> 4) << 6);
-    }
-  }
-}
-
 absl::Status Dequantize(GgmlType type, std::span<const uint8_t> src, std::span<float> dst) {
   const absl::StatusOr<Plan> plan = MakePlan("Dequantize", type, dst.size(), src.size());
   if (!plan.ok()) return plan.status();
@@ -751,19 +751,6 @@ std::optional<StorageName> ParseStorageName(std::string_view name) {
   const std::optional<GgmlType> type = ParseGgmlType(name);
   if (!type) return std::nullopt;
   return StorageName{*type, std::nullopt, 0};
-}
-
-std::optional<uint64_t> RowGroupsWeightBytes(GgmlType type, uint64_t rows, uint64_t k) {
-  if (k % 256 != 0 || (type != GgmlType::kQ4_K && type != GgmlType::kQ6_K)) return std::nullopt;
-  const uint64_t group = k / 256 * (type == GgmlType::kQ6_K ? 1712 : 1184);
-  const std::optional<uint64_t> row = GgmlRowBytes(type, k);
-  if (!row) return std::nullopt;
-  uint64_t bytes = 0, tail = 0;
-  if (__builtin_mul_overflow(rows / 8, group, &bytes) || __builtin_mul_overflow(rows % 8, *row, &tail) ||
-      __builtin_add_overflow(bytes, tail, &bytes)) {
-    return std::nullopt;
-  }
-  return bytes;
 }
 
 std::optional<uint64_t> GroupedRowBytes(GroupedKind kind, int64_t group, uint64_t n) {

@@ -35,8 +35,6 @@ inline void GetScaleMinK4(const uint8_t* t, int s, int* scale, int* min) {
     *min = (t[s + 4] >> 4) | ((t[s] >> 6) << 4);
   }
 }
-// The inverse: writes the 12 bytes from eight 6-bit scales and mins.
-void PutScaleMinK4(uint8_t* t, const int* scale, const int* min);
 
 // kiln's own group-wise formats (what the compiler's quantize pass writes for
 // #kiln.storage<int4, group = G> and <int2, group = G>). A row is a sequence
@@ -64,16 +62,6 @@ std::optional<StorageName> ParseStorageName(std::string_view name);
 // Bytes of `n` consecutive elements; nullopt when `group` is not a positive
 // multiple of 8 or `n` is not a whole number of groups.
 std::optional<uint64_t> GroupedRowBytes(GroupedKind kind, int64_t group, uint64_t n);
-
-// The CPU's layout of q4_K and q6_K rows in groups of eight
-// (runtime/cpu/row_groups.h), as an artifact compiled for the CPU alone
-// holds a weight: its rows / 8 groups (per 256 columns 1184 bytes a group
-// for q4_K, 1712 for q6_K), then its rows % 8 last rows as stored. Its
-// storage name is the type's with kRowGroupsSuffix: "q4_K:rows8".
-inline constexpr std::string_view kRowGroupsSuffix = ":rows8";
-// Bytes of a whole weight of `rows` rows of k columns in that layout;
-// nullopt for other types or k not a multiple of 256.
-std::optional<uint64_t> RowGroupsWeightBytes(GgmlType type, uint64_t rows, uint64_t k);
 
 // As Dequantize / Quantize, for the group-wise formats. The quantiser fits
 // each group's d and m by a small least-squares search over clipping ranges

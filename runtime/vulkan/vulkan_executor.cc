@@ -303,15 +303,10 @@ absl::Status VulkanExecutor::UploadWeights(const WeightSource& source) {
     return absl::OkStatus();
   };
   for (const PlanWeight& w : plan_.weights) {
-    absl::StatusOr<WeightBytes> fetched = source(w.name);
-    if (!fetched.ok()) return fetched.status();
+    absl::StatusOr<WeightBytes> src = source(w.name);
+    if (!src.ok()) return src.status();
     const Placed& p = placed_weights_[w.name];
     const int64_t rows = w.shape.size() == 2 ? w.shape[0] : 1, cols = w.shape.back();
-    // Rows a CPU artifact holds in groups of eight are unpacked.
-    std::vector<uint8_t> unpacked;
-    absl::StatusOr<WeightBytes> src = StoredRows(*fetched, rows, cols, unpacked);
-    if (!src.ok())
-      return absl::Status(src.status().code(), absl::StrCat("weight '", w.name, "': ", src.status().message()));
     const std::optional<uint64_t> src_row = src->storage.RowBytes(cols);
     if (!src_row || *src_row * rows != src->data.size()) {
       return absl::InvalidArgumentError(absl::StrFormat("weight '%s': %d bytes of %s do not hold the plan's [%d, %d]",

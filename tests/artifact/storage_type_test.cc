@@ -41,24 +41,6 @@ TEST(StorageBytes, GroupwiseInts) {
   EXPECT_EQ(Bytes("int2:g8", {8}), 2u + 4);
 }
 
-// The CPU's rows in groups of eight (an artifact compiled for the CPU
-// alone): the groups, then the rows % 8 last rows as stored.
-TEST(StorageBytes, RowsInGroupsOfEight) {
-  EXPECT_EQ(Bytes("q4_K:rows8", {17, 512}), 2u * 2 * 1184 + 1u * 2 * 144);
-  EXPECT_EQ(Bytes("q6_k:rows8", {8, 256}), 1712u);
-  EXPECT_EQ(Bytes("q6_K:rows8", {3, 256}), 3u * 210);
-  for (auto [storage, shape] : {std::pair<const char*, std::vector<int64_t>>{"q8_0:rows8", {8, 256}},
-                                {"q4_K:rows8", {8, 128}},
-                                {"q4_K:rows8", {256}},
-                                {"q4_K:rows8", {0, 256}},
-                                {"int4:g32:rows8", {8, 256}},
-                                {"q4_K:rows", {8, 256}}}) {
-    EXPECT_THAT(Error(storage, shape), ::testing::AnyOf(HasSubstr("rows in groups of eight are q4_K or q6_K"),
-                                                        HasSubstr("unknown storage type")))
-        << storage;
-  }
-}
-
 TEST(StorageBytes, UnknownTypes) {
   for (const char* bad : {"", "q9_z", "int4", "int4:g", "int4:g12", "int4:g0", "int4:g+8", "int4:g 8", "int3:g32",
                           "int4:g1234567890", "f32 "}) {

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -434,54 +433,6 @@ TEST(RowGroupsTest, MatmulReadsThemWithTailRowsAndAnyThreadCount) {
       for (int64_t i = 0; i < t; ++i) {
         for (int64_t r = groups * kRowGroupRows; r < n; ++r) EXPECT_EQ(y[i * n + r], rows[i * n + r]);
       }
-    }
-  }
-}
-
-// An artifact compiled for the CPU alone holds q4_K / q6_K matmul weights
-// as their groups then the tail rows (runtime/formats/quant.h,
-// RowGroupsWeightBytes): unpacking gives the stored rows back byte for
-// byte, and Matmul reads the groups in place (`data` then points where
-// row 0 would be, valid from the tail on) with the packed groups' bits;
-// a path that would read the grouped rows one by one is an error.
-TEST(RowGroupsTest, TheArtifactsLayoutUnpacksExactlyAndIsReadInPlace) {
-  ThreadPool pool(2);
-  uint32_t seed = 6000;
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
-    const WeightStorage s = WeightStorage::Ggml(type);
-    for (int64_t n : {8, 21, 40}) {
-      const int64_t k = 512, t = 3, groups = n / kRowGroupRows, row_bytes = static_cast<int64_t>(*s.RowBytes(k));
-      SCOPED_TRACE(::testing::Message() << s.Name() << " N=" << n);
-      const Weights w = MakeWeights(s, n, k, seed++);
-      std::vector<uint8_t> layout(static_cast<size_t>(*RowGroupsWeightBytes(type, n, k)));
-      PackRowGroups(type, w.bytes.data(), k, 0, groups, layout.data());
-      const int64_t tail = (n - groups * kRowGroupRows) * row_bytes;
-      std::copy(w.bytes.end() - tail, w.bytes.end(), layout.end() - tail);
-      ASSERT_EQ(groups * RowGroupBytes(type, k) + tail, static_cast<int64_t>(layout.size()));
-
-      // Every byte of random blocks (scale tables, f16 fields, codes) comes back.
-      std::vector<uint8_t> noise(static_cast<size_t>(groups * kRowGroupRows * row_bytes));
-      std::mt19937 rng(seed++);
-      for (uint8_t& b : noise) b = static_cast<uint8_t>(rng());
-      std::vector<uint8_t> packed(static_cast<size_t>(groups * RowGroupBytes(type, k))), back(noise.size());
-      PackRowGroups(type, noise.data(), k, 0, groups, packed.data());
-      UnpackRowGroups(type, packed.data(), k, 0, groups, back.data());
-      EXPECT_EQ(back, noise);
-
-      if (!HasRowGroupKernel(type)) continue;
-      WeightMatrix in_place{
-          s, layout.data() + groups * (RowGroupBytes(type, k) - kRowGroupRows * row_bytes), n, k, layout.data(), true};
-      WeightMatrix loaded = w.matrix();
-      std::vector<uint8_t> at_load(packed.size());
-      PackRowGroups(type, w.bytes.data(), k, 0, groups, at_load.data());
-      loaded.row_groups = at_load.data();
-      const std::vector<float> x = Gaussian(static_cast<size_t>(t * k), seed++);
-      std::vector<float> y(static_cast<size_t>(t * n)), want(y.size());
-      ASSERT_TRUE(Matmul(x.data(), t, in_place, y.data(), pool, CpuIsa::kAvx2, Activations::kInt8).ok());
-      ASSERT_TRUE(Matmul(x.data(), t, loaded, want.data(), pool, CpuIsa::kAvx2, Activations::kInt8).ok());
-      EXPECT_TRUE(SameBits(y, want));
-      const absl::Status f32 = Matmul(x.data(), t, in_place, y.data(), pool, CpuIsa::kAvx2, Activations::kF32);
-      EXPECT_EQ(f32.code(), absl::StatusCode::kInternal) << f32;
     }
   }
 }
