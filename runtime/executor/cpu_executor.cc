@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -220,6 +221,29 @@ absl::StatusOr<std::span<const float>> CpuExecutor::Step(const StepBatch& batch)
   const PlanBinding& out = plan_.results.front();
   const float* logits = reinterpret_cast<const float*>(arena_.data() + out.arena[*bucket]);
   return std::span<const float>(logits, batch.logit_rows.size() * n_vocab_);
+}
+
+absl::StatusOr<std::vector<KernelTime>> CpuExecutor::ProfileStep(const StepBatch& batch) {
+  absl::StatusOr<size_t> bucket = ValidateStepBatch(plan_, num_pages_, batch);
+  if (!bucket.ok()) return bucket.status();
+  rows_at_.clear();
+  std::vector<KernelTime> times;
+  for (const PlanLaunch& launch : plan_.launches) {
+    const auto start = std::chrono::steady_clock::now();
+    if (absl::Status s = RunLaunch(launch, batch, *bucket); !s.ok()) return s;
+    KernelTime t{launch.kernel, "", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), ""};
+    // A matmul's weights: their rows (added over a fused q, k, v) x columns.
+    int64_t rows = 0, cols = 0;
+    for (const PlanBinding& b : launch.bindings) {
+      auto w = weights_.find(b.name);
+      if (b.kind != PlanBinding::Kind::kWeight || !b.role.starts_with("weight") || w == weights_.end()) continue;
+      rows += w->second.rows;
+      cols = w->second.cols;
+    }
+    if (rows > 0) t.shape = absl::StrCat(rows, "x", cols);
+    times.push_back(std::move(t));
+  }
+  return times;
 }
 
 absl::Status CpuExecutor::RunLaunch(const PlanLaunch& l, const StepBatch& batch, size_t bucket) {

@@ -44,6 +44,10 @@ class CpuExecutor final : public Executor {
                                                              const CpuExecutorOptions& options);
 
   absl::StatusOr<std::span<const float>> Step(const StepBatch& batch) override;
+  // Step with each launch timed by the wall clock (its threads' work done
+  // when it returns): the kernel is the plan's kernel name, the shape a
+  // matmul's weight rows x columns.
+  absl::StatusOr<std::vector<KernelTime>> ProfileStep(const StepBatch& batch) override;
   std::string Describe() const override;
   const Plan& plan() const override { return plan_; }
   int64_t num_pages() const override { return num_pages_; }

@@ -25,7 +25,8 @@ absl::StatusOr<std::span<const int32_t>> Executor::StepGreedy(const StepBatch& b
 
 absl::StatusOr<std::vector<KernelTime>> Executor::ProfileStep(const StepBatch&) {
   return absl::UnimplementedError(absl::StrFormat(
-      "%s has no per-kernel step profile (the vulkan backend has; profile the cuda backend with ncu)", Describe()));
+      "%s has no per-kernel step profile (the cpu and vulkan backends have; profile the cuda backend with ncu)",
+      Describe()));
 }
 
 absl::StatusOr<int64_t> KvPagesForFreeMemory(uint64_t free_bytes, double fraction, uint64_t page_bytes,

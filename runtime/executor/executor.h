@@ -75,10 +75,11 @@ class Executor {
   // ids on the device, so that only R ids cross to the host.
   virtual absl::StatusOr<std::span<const int32_t>> StepGreedy(const StepBatch& batch);
 
-  // Runs `batch` once with a GPU timestamp after every kernel; returns each
-  // kernel's time (the gap to the previous timestamp: kernels that overlap
-  // share it) in launch order. The step's effects are those of Step.
-  // Backends without it answer Unimplemented (CUDA: profile with ncu).
+  // Runs `batch` once with a timestamp after every kernel (on a GPU, the
+  // gap to the previous timestamp: kernels that overlap share it; on the
+  // CPU, each launch's wall time); returns each kernel's time in launch
+  // order. The step's effects are those of Step. Backends without it
+  // answer Unimplemented (CUDA: profile with ncu).
   virtual absl::StatusOr<std::vector<KernelTime>> ProfileStep(const StepBatch& batch);
 
   // CPU time the calling thread has spent waiting for the device (fence and

@@ -1,5 +1,6 @@
 // `kiln bench` end to end on the CPU: its model accounting against the GGUF
 // file's own tensor sizes, the figures it reports, and its argument errors.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -68,6 +69,42 @@ TEST(KilnBench, ReportsTheModelAndEverySizeWithItsLimit) {
   }
   EXPECT_EQ(results->array()[2].Find("context")->int_value(), 16);
   EXPECT_EQ(results->array()[2].Find("host_cpu_seconds_per_step"), nullptr) << "the CPU backend waits on no device";
+}
+
+// --profile on the CPU: one decode step with every launch of the plan timed
+// by the wall clock, summed per kernel; the text says what kind of time.
+TEST(KilnBench, CpuProfileTimesEveryLaunchOfTheStep) {
+  SKIP_WITHOUT_COMPILER();
+  KILN_REQUIRE_TESTDATA(model, "models/stories260K.gguf");
+  const std::string artifact = CompileStories("");
+  const testing::CommandResult inspect = RunKiln("inspect " + Quote(artifact));
+  const std::string key = "step function @step, ";
+  const size_t at = inspect.output.find(key);
+  ASSERT_NE(at, std::string::npos) << inspect.output;
+  const int launches = std::atoi(inspect.output.c_str() + at + key.size());
+  ASSERT_GT(launches, 0) << inspect.output;
+  const std::string bench = "bench " + Quote(artifact) + " --backend cpu --prompt 8 --gen 8 --repeats 1 --profile";
+  const testing::CommandResult r = RunKiln(bench + " --output-format json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  absl::StatusOr<JsonValue> j = LastJsonLine(r.output);
+  ASSERT_TRUE(j.ok()) << j.status() << r.output;
+  const JsonValue* profile = j->Find("profile");
+  ASSERT_NE(profile, nullptr) << r.output;
+  int64_t dispatches = 0;
+  double seconds = 0;
+  bool attention = false;
+  for (const JsonValue& k : profile->array()) {
+    dispatches += *k.Find("dispatches")->int_value();
+    seconds += k.Find("seconds")->number();
+    attention |= absl::StrContains(k.Find("kernel")->string_value(), "paged_attention");
+  }
+  EXPECT_EQ(dispatches, launches);
+  EXPECT_TRUE(attention) << r.output;
+  EXPECT_GT(seconds, 0);
+  const testing::CommandResult text = RunKiln(bench);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_THAT(text.output, HasSubstr("profile of one decode step x 1 (wall time per kernel, " +
+                                     std::to_string(launches) + " dispatches"));
 }
 
 TEST(KilnBench, GpuBackendsReportTheHostCpuPerDecodeStep) {

@@ -335,7 +335,8 @@ int RunBench(int argc, char** argv) {
       *total = 0;
       for (const KernelTime& t : ts) {
         auto& [count, seconds] =
-            m[by_launch ? absl::StrCat(t.kernel, ": ", t.launch, t.shape.empty() ? "" : " ", t.shape) : t.kernel];
+            m[by_launch ? absl::StrCat(t.kernel, t.launch.empty() ? "" : ": ", t.launch, t.shape.empty() ? "" : " ", t.shape)
+                        : t.kernel];
         ++count;
         seconds += t.seconds;
         *total += t.seconds;
@@ -354,8 +355,9 @@ int RunBench(int argc, char** argv) {
     double total = 0;
     const Rows rows = summarise(*times, false, &total);
     if (text) {
-      std::printf("profile of one decode step x %lld (GPU time per kernel, %zu dispatches, %.3f ms in all):\n",
-                  static_cast<long long>(batch), times->size(), total * 1e3);
+      std::printf("profile of one decode step x %lld (%s time per kernel, %zu dispatches, %.3f ms in all):\n",
+                  static_cast<long long>(batch), ex.BackendName() == "cpu" ? "wall" : "GPU", times->size(),
+                  total * 1e3);
       print(rows, rows.size(), total);
       std::printf("by launch (largest 10):\n");
       print(summarise(*times, true, &total), 10, total);
