@@ -101,9 +101,8 @@ absl::StatusOr<CpuCeilings> ProbeCpuCeilings(ThreadPool& pool) {
   std::vector<double> read_s;
   for (int rep = 0; rep < 6; ++rep) {
     const auto start = std::chrono::steady_clock::now();
-    pool.ParallelFor(static_cast<int64_t>(bytes / chunk), 1, [&](int64_t b, int64_t e) {
-      ReadStream(buffer.get() + b * chunk, (e - b) * chunk);
-    });
+    pool.ParallelFor(static_cast<int64_t>(bytes / chunk), 1,
+                     [&](int64_t b, int64_t e) { ReadStream(buffer.get() + b * chunk, (e - b) * chunk); });
     if (rep > 0) read_s.push_back(Seconds(start));
   }
   c.bytes_per_second = static_cast<double>(bytes) / Median(read_s);

@@ -231,7 +231,8 @@ absl::StatusOr<std::vector<KernelTime>> CpuExecutor::ProfileStep(const StepBatch
   for (const PlanLaunch& launch : plan_.launches) {
     const auto start = std::chrono::steady_clock::now();
     if (absl::Status s = RunLaunch(launch, batch, *bucket); !s.ok()) return s;
-    KernelTime t{launch.kernel, "", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), ""};
+    KernelTime t{launch.kernel, "", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                 ""};
     // A matmul's weights: their rows (added over a fused q, k, v) x columns.
     int64_t rows = 0, cols = 0;
     for (const PlanBinding& b : launch.bindings) {

@@ -334,9 +334,9 @@ int RunBench(int argc, char** argv) {
       std::map<std::string, std::pair<int64_t, double>> m;
       *total = 0;
       for (const KernelTime& t : ts) {
-        auto& [count, seconds] =
-            m[by_launch ? absl::StrCat(t.kernel, t.launch.empty() ? "" : ": ", t.launch, t.shape.empty() ? "" : " ", t.shape)
-                        : t.kernel];
+        auto& [count, seconds] = m[by_launch ? absl::StrCat(t.kernel, t.launch.empty() ? "" : ": ", t.launch,
+                                                            t.shape.empty() ? "" : " ", t.shape)
+                                             : t.kernel];
         ++count;
         seconds += t.seconds;
         *total += t.seconds;
