@@ -37,7 +37,7 @@ uint64_t MergeAccumulator(uint64_t acc, uint64_t acc_n) {
   return acc + kPrime4;
 }
 
-void ConsumeStripe(uint64_t (&acc)[4], const uint8_t* p) {
+inline __attribute__((always_inline)) void ConsumeStripe(uint64_t (&acc)[4], const uint8_t* p) {
   for (int lane = 0; lane < 4; ++lane) acc[lane] = Round(acc[lane], Read64(p + 8 * lane));
 }
 
@@ -59,7 +59,11 @@ void Xxh64::Update(std::span<const uint8_t> bytes) {
     ConsumeStripe(acc_, stripe_);
     stripe_len_ = 0;
   }
-  for (; n >= kStripe; p += kStripe, n -= kStripe) ConsumeStripe(acc_, p);
+  // The lanes in locals: kept in the member, each round waited on a store
+  // and its reload (8.6 GB/s over an artifact's weights here).
+  uint64_t lanes[4] = {acc_[0], acc_[1], acc_[2], acc_[3]};
+  for (; n >= kStripe; p += kStripe, n -= kStripe) ConsumeStripe(lanes, p);
+  std::copy(lanes, lanes + 4, acc_);
   if (n > 0) std::memcpy(stripe_, p, n);
   stripe_len_ = n;
 }
