@@ -211,26 +211,15 @@ std::string CpuExecutor::Describe() const {
       grouped.empty() ? std::string() : absl::StrCat(", ", absl::StrJoin(grouped, "/"), " rows in groups of 8"));
 }
 
-absl::StatusOr<std::span<const float>> CpuExecutor::Step(const StepBatch& batch) {
+absl::StatusOr<size_t> CpuExecutor::RunLaunches(const StepBatch& batch, std::vector<KernelTime>* times) {
   absl::StatusOr<size_t> bucket = ValidateStepBatch(plan_, num_pages_, batch);
   if (!bucket.ok()) return bucket.status();
   rows_at_.clear();
   for (const PlanLaunch& launch : plan_.launches) {
+    // The clock only when profiling: Step runs every launch without it.
+    const auto start = times != nullptr ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     if (absl::Status s = RunLaunch(launch, batch, *bucket); !s.ok()) return s;
-  }
-  const PlanBinding& out = plan_.results.front();
-  const float* logits = reinterpret_cast<const float*>(arena_.data() + out.arena[*bucket]);
-  return std::span<const float>(logits, batch.logit_rows.size() * n_vocab_);
-}
-
-absl::StatusOr<std::vector<KernelTime>> CpuExecutor::ProfileStep(const StepBatch& batch) {
-  absl::StatusOr<size_t> bucket = ValidateStepBatch(plan_, num_pages_, batch);
-  if (!bucket.ok()) return bucket.status();
-  rows_at_.clear();
-  std::vector<KernelTime> times;
-  for (const PlanLaunch& launch : plan_.launches) {
-    const auto start = std::chrono::steady_clock::now();
-    if (absl::Status s = RunLaunch(launch, batch, *bucket); !s.ok()) return s;
+    if (times == nullptr) continue;
     KernelTime t{launch.kernel, "", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                  ""};
     // A matmul's weights: their rows (added over a fused q, k, v) x columns.
@@ -242,8 +231,22 @@ absl::StatusOr<std::vector<KernelTime>> CpuExecutor::ProfileStep(const StepBatch
       cols = w->second.cols;
     }
     if (rows > 0) t.shape = absl::StrCat(rows, "x", cols);
-    times.push_back(std::move(t));
+    times->push_back(std::move(t));
   }
+  return bucket;
+}
+
+absl::StatusOr<std::span<const float>> CpuExecutor::Step(const StepBatch& batch) {
+  absl::StatusOr<size_t> bucket = RunLaunches(batch, nullptr);
+  if (!bucket.ok()) return bucket.status();
+  const PlanBinding& out = plan_.results.front();
+  const float* logits = reinterpret_cast<const float*>(arena_.data() + out.arena[*bucket]);
+  return std::span<const float>(logits, batch.logit_rows.size() * n_vocab_);
+}
+
+absl::StatusOr<std::vector<KernelTime>> CpuExecutor::ProfileStep(const StepBatch& batch) {
+  std::vector<KernelTime> times;
+  if (absl::StatusOr<size_t> bucket = RunLaunches(batch, &times); !bucket.ok()) return bucket.status();
   return times;
 }
 

@@ -66,6 +66,9 @@ class CpuExecutor final : public Executor {
     std::unique_ptr<uint8_t, void (*)(void*)> row_groups{nullptr, std::free};
   };
   CpuExecutor(Plan plan, int threads) : plan_(std::move(plan)), pool_(threads) {}
+  // The plan's launches over a checked batch, each timed into `times` where
+  // given; returns the batch's bucket.
+  absl::StatusOr<size_t> RunLaunches(const StepBatch& batch, std::vector<KernelTime>* times);
   absl::Status RunLaunch(const PlanLaunch& launch, const StepBatch& batch, size_t bucket);
   absl::Status RunAttentionOrRope(const PlanLaunch& launch, const StepBatch& batch, size_t bucket);
 
